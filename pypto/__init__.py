@@ -1,0 +1,75 @@
+"""PyPTO: NPU kernels written as NumPy-style Python, scheduled by search.
+
+Example:
+    >>> import numpy as np, pypto
+    >>> @pypto.kernel
+    ... def gemm(A, B):
+    ...     return pypto.matmul(A, B)
+    >>> with pypto.Context(device_type="npu"):
+    ...     C = gemm(pypto.ones((64, 64), dtype="float16"), pypto.ones((64, 64), dtype="float16"))
+    >>> float(C.numpy()[0, 0])
+    64.0
+
+Importing this package is cheap: Optuna, XGBoost, SQLAlchemy and Plotly load on first use.
+"""
+
+from pypto.errors import (
+    AsmError,
+    DTypeError,
+    KernelError,
+    LayoutError,
+    PyptoError,
+    ScheduleError,
+    ShapeError,
+    SimError,
+    TargetError,
+    UnsupportedError,
+)
+from pypto.frontend.context import Context
+from pypto.frontend.dtypes import float16, float32, int8, int32
+from pypto.frontend.kernel import Kernel, kernel, spec
+from pypto.frontend.ops import (
+    abs,
+    add,
+    broadcast_to,
+    cast,
+    conv2d,
+    div,
+    dot,
+    exp,
+    gelu,
+    layernorm,
+    log,
+    matmul,
+    max,
+    maximum,
+    mean,
+    min,
+    minimum,
+    mul,
+    neg,
+    reciprocal,
+    relu,
+    reshape,
+    rsqrt,
+    sigmoid,
+    softmax,
+    sqrt,
+    sub,
+    sum,
+    tanh,
+    transpose,
+)
+from pypto.frontend.tensor import Tensor, full, ones, rand, tensor, zeros
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsmError", "Context", "DTypeError", "Kernel", "KernelError", "LayoutError", "PyptoError",
+    "ScheduleError", "ShapeError", "SimError", "TargetError", "Tensor", "UnsupportedError",
+    "abs", "add", "broadcast_to", "cast", "conv2d", "div", "dot", "exp", "float16", "float32",
+    "full", "gelu", "int8", "int32", "kernel", "layernorm", "log", "matmul", "max", "maximum",
+    "mean", "min", "minimum", "mul", "neg", "ones", "rand", "reciprocal", "relu", "reshape",
+    "rsqrt", "sigmoid", "softmax", "spec", "sqrt", "sub", "sum", "tanh", "tensor", "transpose",
+    "zeros",
+]

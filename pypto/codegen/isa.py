@@ -1,0 +1,111 @@
+"""The PTO instruction set: opcodes, pipes, memories and the instruction record.
+
+A ``Program`` stores each core's instruction stream as a NumPy structured array of
+``INSTR`` records (struct-of-arrays access through field names). Every instruction has
+up to three operands: ``d`` (destination) and ``a``, ``b`` (sources). An operand names
+a memory and a 2-D region in it:
+
+* on-chip memories: ``addr`` is a byte address; ``rows`` x ``cols`` elements with a row
+  stride ``rs`` and a column stride ``cs`` (both in elements);
+* ``GM``: the tensor is ``gm`` (a symbol index), ``addr`` is an element offset, and
+  ``rs``/``cs`` are element strides (``0`` repeats: broadcasting).
+"""
+
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+
+class Pipe(enum.IntEnum):
+    SCALAR = 0
+    MTE2 = 1   # GM -> L1 / UB
+    MTE1 = 2   # L1 -> L0A / L0B
+    CUBE = 3   # matrix unit
+    FIX = 4    # L0C -> GM / UB, with conversion
+    VEC = 5    # vector unit, on UB
+    MTE3 = 6   # UB -> GM
+
+
+class Mem(enum.IntEnum):
+    NONE = 0
+    GM = 1
+    L1 = 2
+    L0A = 3
+    L0B = 4
+    L0C = 5
+    UB = 6
+
+
+class Op(enum.IntEnum):
+    NOP = 0
+    COPY = 1        # d <- a, a DMA; pipe set by the (a.mem, d.mem) path of the target
+    MMAD = 2        # d(L0C) (+)= a(L0A) @ b(L0B); m, n, k from the operand shapes
+    SET_FLAG = 3    # pipe: source pipe, pipe2: destination pipe, event: id
+    WAIT_FLAG = 4   # pipe: destination pipe (it blocks), pipe2: source pipe
+    BARRIER = 5     # all pipes drain (PIPE_ALL)
+    # vector unit: binary (d = a op b, with row/column broadcasting of a or b)
+    VADD = 16
+    VSUB = 17
+    VMUL = 18
+    VDIV = 19
+    VMAX = 20
+    VMIN = 21
+    # vector, with a scalar immediate: d = a op imm
+    VADDS = 32
+    VMULS = 33
+    VMAXS = 34
+    VMINS = 35
+    # vector unary: d = f(a)
+    VCOPY = 48
+    VRELU = 49
+    VEXP = 50
+    VLN = 51
+    VSQRT = 52
+    VRSQRT = 53
+    VRECIP = 54
+    VGELU = 55
+    VSIGMOID = 56
+    VTANH = 57
+    VABS = 58
+    VNEG = 59
+    VCAST = 60      # d (dtype) <- a (sdtype)
+    VDUP = 61       # d <- imm
+    # vector reductions along the row: d[r, 0] = reduce(a[r, :])
+    VREDSUM = 80
+    VREDMAX = 81
+    VREDMIN = 82
+
+
+BINARY = frozenset({Op.VADD, Op.VSUB, Op.VMUL, Op.VDIV, Op.VMAX, Op.VMIN})
+SCALAR_IMM = frozenset({Op.VADDS, Op.VMULS, Op.VMAXS, Op.VMINS})
+UNARY = frozenset({Op.VCOPY, Op.VRELU, Op.VEXP, Op.VLN, Op.VSQRT, Op.VRSQRT, Op.VRECIP,
+                   Op.VGELU, Op.VSIGMOID, Op.VTANH, Op.VABS, Op.VNEG, Op.VCAST})
+REDUCE = frozenset({Op.VREDSUM, Op.VREDMAX, Op.VREDMIN})
+VECTOR = BINARY | SCALAR_IMM | UNARY | REDUCE | {Op.VDUP}
+
+# Instruction flags.
+F_TRANSPOSE = 1    # COPY: the destination is the source transposed
+F_ACCUMULATE = 2   # MMAD: add into d instead of overwriting it
+
+INSTR = np.dtype([
+    ("op", "u1"), ("pipe", "u1"), ("pipe2", "u1"), ("event", "i1"),
+    ("dtype", "u1"), ("sdtype", "u1"), ("flags", "u2"), ("gm", "i2"), ("imm", "f8"),
+    ("d_mem", "u1"), ("d_addr", "i8"), ("d_rows", "i4"), ("d_cols", "i4"), ("d_rs", "i8"), ("d_cs", "i8"),
+    ("a_mem", "u1"), ("a_addr", "i8"), ("a_rows", "i4"), ("a_cols", "i4"), ("a_rs", "i8"), ("a_cs", "i8"),
+    ("b_mem", "u1"), ("b_addr", "i8"), ("b_rows", "i4"), ("b_cols", "i4"), ("b_rs", "i8"), ("b_cs", "i8"),
+])
+
+OPERANDS = ("d", "a", "b")
+
+
+def operand_count(op: Op) -> int:
+    """How many memory operands ``op`` takes (d, a, b in that order)."""
+    if op in BINARY or op == Op.MMAD:
+        return 3
+    if op in SCALAR_IMM or op in UNARY or op in REDUCE or op == Op.COPY:
+        return 2
+    if op == Op.VDUP:
+        return 1
+    return 0

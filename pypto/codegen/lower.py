@@ -1,0 +1,51 @@
+"""``lower(workload, schedule, target)`` -> ``Program``.
+
+The passes, in order: validate the schedule; *tile and place* (the family emitter
+splits the work into blocks per core and gives every buffer its slots in L1, L0A, L0B,
+L0C and UB); *insert DMAs and compute* (the same emitter, one instruction stream per
+core); *insert synchronization* (``sync.insert_sync``, from the streams' byte-level
+dependencies); *pack* the streams into the ``Program``'s arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pypto.codegen import matmul, vector
+from pypto.codegen.program import Program, Symbol, StreamBuilder
+from pypto.codegen.sync import insert_sync
+from pypto.errors import ScheduleError, UnsupportedError
+from pypto.frontend.dtypes import BY_NAME
+from pypto.ir.workload import Workload
+from pypto.schedule_space import validate
+from pypto.schedule_space.schedule import Schedule
+from pypto.targets import Target
+
+_EMITTERS = {"matmul": matmul.emit, "vector": vector.emit}
+
+
+def lower(wl: Workload, schedule: Schedule, target: Target, *, name: str = "workload",
+          input_names: Sequence[str] | None = None,
+          output_names: Sequence[str] | None = None) -> Program:
+    """Generate the PTO program of ``wl`` under ``schedule`` for ``target``."""
+    if wl.family not in _EMITTERS:
+        raise UnsupportedError(f"{wl.family} has no NPU code generation yet (it arrives "
+                               "with the schedule-spaces work); run this kernel with "
+                               "pypto.Context(device_type='cpu')")
+    problems = validate(wl, schedule, target)
+    if problems:
+        raise ScheduleError(f"schedule {schedule.to_json()} is not valid for {wl.describe()} "
+                            f"on {target.name}: " + "; ".join(problems))
+    in_names = list(input_names or [f"in{i}" for i in range(len(wl.inputs))])
+    out_names = list(output_names or [f"out{i}" for i in range(len(wl.outputs))])
+    symbols = [Symbol(n, BY_NAME[s.dtype], s.shape, "in") for n, s in zip(in_names, wl.inputs)]
+    symbols += [Symbol(n, BY_NAME[wl.nodes[o].dtype], wl.nodes[o].shape, "out")
+                for n, o in zip(out_names, wl.outputs)]
+    gm_in = {i: i for i in range(len(wl.inputs))}
+    gm_out = {o: len(wl.inputs) + j for j, o in enumerate(wl.outputs)}
+    streams: list[StreamBuilder] = _EMITTERS[wl.family](wl, schedule, target, gm_in, gm_out)
+    cores = []
+    for sb in streams:
+        sb.rows = insert_sync(sb.rows, target.event_ids)
+        cores.append(sb.array())
+    return Program(name, target.name, tuple(symbols), tuple(cores))

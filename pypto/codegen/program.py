@@ -1,0 +1,144 @@
+"""``Program``: per-core PTO instruction streams plus the GM symbol table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pypto.codegen.isa import INSTR, OPERANDS, Mem, Op, Pipe
+from pypto.frontend.dtypes import DType
+
+# The pipe a COPY runs on, from its (source, destination) memories (the ISA fixes it).
+COPY_PIPE: dict[tuple[Mem, Mem], Pipe] = {
+    (Mem.GM, Mem.L1): Pipe.MTE2,
+    (Mem.GM, Mem.UB): Pipe.MTE2,
+    (Mem.L1, Mem.L0A): Pipe.MTE1,
+    (Mem.L1, Mem.L0B): Pipe.MTE1,
+    (Mem.L1, Mem.UB): Pipe.MTE1,
+    (Mem.L0C, Mem.GM): Pipe.FIX,
+    (Mem.L0C, Mem.UB): Pipe.FIX,
+    (Mem.UB, Mem.GM): Pipe.MTE3,
+    (Mem.UB, Mem.L1): Pipe.MTE3,
+    (Mem.UB, Mem.UB): Pipe.VEC,
+}
+
+
+def pipe_of(op: Op, src: Mem = Mem.NONE, dst: Mem = Mem.NONE) -> Pipe:
+    """The pipe an instruction runs on (for SET/WAIT the pipe is explicit)."""
+    if op == Op.COPY:
+        try:
+            return COPY_PIPE[(src, dst)]
+        except KeyError:
+            raise ValueError(f"no copy path from {src.name} to {dst.name}") from None
+    if op == Op.MMAD:
+        return Pipe.CUBE
+    if op in (Op.BARRIER, Op.NOP):
+        return Pipe.SCALAR
+    return Pipe.VEC
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """A GM tensor a program reads or writes: ``role`` is ``in``, ``out`` or ``tmp``."""
+
+    name: str
+    dtype: DType
+    shape: tuple[int, ...]
+    role: str
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+@dataclass(frozen=True, eq=False)
+class Program:
+    """Instruction streams, one structured array (dtype ``INSTR``) per core."""
+
+    name: str
+    target: str
+    symbols: tuple[Symbol, ...]
+    cores: tuple[np.ndarray, ...]
+
+    def __post_init__(self) -> None:
+        for stream in self.cores:
+            if stream.dtype != INSTR:
+                raise TypeError("Program cores must be INSTR arrays")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Program):
+            return NotImplemented
+        return (self.name, self.target, self.symbols) == (other.name, other.target, other.symbols) \
+            and len(self.cores) == len(other.cores) \
+            and all(np.array_equal(a, b) for a, b in zip(self.cores, other.cores))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def num_instructions(self) -> int:
+        return sum(len(c) for c in self.cores)
+
+    def symbol_index(self, name: str) -> int:
+        for i, s in enumerate(self.symbols):
+            if s.name == name:
+                return i
+        raise KeyError(name)
+
+    def asm(self) -> str:
+        """The program as PTO assembly text (``pypto.codegen.asm.parse`` reads it back)."""
+        from pypto.codegen.asm import print_program
+
+        return print_program(self)
+
+
+@dataclass
+class Operand:
+    """One memory operand while building (see ``isa`` for the meaning of the fields)."""
+
+    mem: Mem
+    addr: int
+    rows: int
+    cols: int
+    rs: int
+    cs: int = 1
+    gm: int = -1
+
+
+@dataclass
+class StreamBuilder:
+    """Collects one core's instructions as tuples, then packs them into an array."""
+
+    rows: list[tuple] = field(default_factory=list)
+
+    def emit(self, op: Op, *operands: Operand, dtype: DType | None = None,
+             sdtype: DType | None = None, flags: int = 0, imm: float = 0.0,
+             pipe: Pipe | None = None, pipe2: Pipe = Pipe.SCALAR, event: int = 0) -> int:
+        gm = -1
+        packed: list = []
+        for i, name in enumerate(OPERANDS):
+            if i < len(operands):
+                o = operands[i]
+                if o.mem == Mem.GM:
+                    gm = o.gm
+                packed += [int(o.mem), o.addr, o.rows, o.cols, o.rs, o.cs]
+            else:
+                packed += [0, 0, 0, 0, 0, 0]
+        if pipe is None:
+            src = operands[1].mem if len(operands) > 1 else Mem.NONE
+            dst = operands[0].mem if operands else Mem.NONE
+            pipe = pipe_of(op, src, dst)
+        dcode = dtype.code if dtype is not None else 0
+        scode = sdtype.code if sdtype is not None else dcode
+        self.rows.append((int(op), int(pipe), int(pipe2), event, dcode, scode, flags, gm,
+                          float(imm), *packed))
+        return len(self.rows) - 1
+
+    def insert(self, index: int, row: tuple) -> None:
+        self.rows.insert(index, row)
+
+    def array(self) -> np.ndarray:
+        return np.array(self.rows, dtype=INSTR) if self.rows else np.zeros(0, dtype=INSTR)

@@ -1,0 +1,105 @@
+"""The synchronization pass: from each instruction's on-chip reads and writes, find the
+cross-pipe dependencies (read-after-write, write-after-read, write-after-write on
+overlapping bytes) and insert ``SET_FLAG``/``WAIT_FLAG`` pairs so that pipes running
+concurrently never race. Within one pipe, instructions run in order and need no flags.
+
+Flags are counting semaphores per (source pipe, destination pipe, event id); event ids
+are handed out round-robin from the target's ``event_ids`` per pipe pair.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+
+from pypto.codegen.isa import F_ACCUMULATE, INSTR, Mem, Op, Pipe
+from pypto.errors import PyptoError
+
+_F = {name: i for i, name in enumerate(INSTR.names)}
+_ITEMSIZE = {0: 2, 1: 4, 2: 1, 3: 4}
+
+
+def _extent(row: tuple, prefix: str, code: int) -> tuple[int, int, int] | None:
+    mem = row[_F[prefix + "_mem"]]
+    if mem in (Mem.NONE, Mem.GM):
+        return None
+    rows, cols = row[_F[prefix + "_rows"]], row[_F[prefix + "_cols"]]
+    if rows <= 0 or cols <= 0:
+        return None
+    rs, cs = row[_F[prefix + "_rs"]], row[_F[prefix + "_cs"]]
+    start = row[_F[prefix + "_addr"]]
+    span = (rows - 1) * rs + (cols - 1) * cs + 1
+    return mem, start, start + span * _ITEMSIZE[code]
+
+
+def accesses(row: tuple) -> list[tuple[int, int, int, bool]]:
+    """(memory, start byte, end byte, is_write) of one instruction's on-chip operands."""
+    out = []
+    dtype, sdtype = row[_F["dtype"]], row[_F["sdtype"]]
+    d = _extent(row, "d", dtype)
+    for prefix in ("a", "b"):
+        e = _extent(row, prefix, sdtype)
+        if e is not None:
+            out.append((*e, False))
+    if d is not None:
+        if row[_F["op"]] == Op.MMAD and row[_F["flags"]] & F_ACCUMULATE:
+            out.append((*d, False))
+        out.append((*d, True))
+    return out
+
+
+def insert_sync(rows: list[tuple], event_ids: int) -> list[tuple]:
+    """``rows`` (one core's instructions) with the flags their dependencies need."""
+    pipe_col = _F["pipe"]
+    regions: dict[int, dict[tuple[int, int], dict[int, list[int]]]] = defaultdict(dict)
+    synced: dict[tuple[int, int], int] = {}
+    sets_after: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    waits_before: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for i, row in enumerate(rows):
+        p = row[pipe_col]
+        acc = accesses(row)
+        need: dict[int, int] = {}
+        for mem, start, end, write in acc:
+            for (s2, e2), per_pipe in regions[mem].items():
+                if s2 < end and start < e2:
+                    for q, (w, r) in per_pipe.items():
+                        if q != p:
+                            dep = max(w, r) if write else w
+                            if dep > need.get(q, -1):
+                                need[q] = dep
+        for q, j in sorted(need.items()):
+            if j > synced.get((q, p), -1):
+                sets_after[j].append((q, p))
+                waits_before[i].append((q, p))
+                synced[(q, p)] = j
+        for mem, start, end, write in acc:
+            entry = regions[mem].setdefault((start, end), {}).setdefault(p, [-1, -1])
+            entry[0 if write else 1] = i
+    return _emit(rows, sets_after, waits_before, event_ids)
+
+
+def _flag_row(op: Op, pipe: int, pipe2: int, event: int) -> tuple:
+    row = [0] * len(INSTR.names)
+    row[_F["op"]], row[_F["pipe"]], row[_F["pipe2"]], row[_F["event"]] = int(op), pipe, pipe2, event
+    row[_F["gm"]], row[_F["imm"]] = -1, 0.0
+    return tuple(row)
+
+
+def _emit(rows: list[tuple], sets_after: dict[int, list[tuple[int, int]]],
+          waits_before: dict[int, list[tuple[int, int]]], event_ids: int) -> list[tuple]:
+    out: list[tuple] = []
+    free: dict[tuple[int, int], deque[int]] = defaultdict(lambda: deque(range(event_ids)))
+    pending: dict[tuple[int, int], deque[int]] = defaultdict(deque)
+    for i, row in enumerate(rows):
+        for q, p in waits_before.get(i, ()):
+            ev = pending[(q, p)].popleft()
+            out.append(_flag_row(Op.WAIT_FLAG, p, q, ev))
+            free[(q, p)].append(ev)
+        out.append(row)
+        for q, p in sets_after.get(i, ()):
+            if not free[(q, p)]:
+                raise PyptoError(f"internal codegen error: more than {event_ids} flags "
+                                 f"outstanding from {Pipe(q).name} to {Pipe(p).name}")
+            ev = free[(q, p)].popleft()
+            pending[(q, p)].append(ev)
+            out.append(_flag_row(Op.SET_FLAG, q, p, ev))
+    return out

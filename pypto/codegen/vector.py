@@ -1,0 +1,40 @@
+"""Lowering of vector workloads: row blocks (and column chunks) over the vector cores,
+each tile loaded into UB, computed, stored; ``depth`` slots rotate so loads of the next
+tile overlap compute of this one."""
+
+from __future__ import annotations
+
+from pypto.codegen.isa import Mem
+from pypto.codegen.place import Arena
+from pypto.codegen.program import StreamBuilder
+from pypto.codegen.vector_chain import REDUCE_OPS, ChainEmitter, Tile
+from pypto.ir.workload import Workload
+from pypto.schedule_space.schedule import Schedule
+from pypto.schedule_space.vector import analyze
+from pypto.targets import Target
+
+
+def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
+         gm_out: dict[int, int]) -> list[StreamBuilder]:
+    chain = analyze(wl)
+    tr, tc = s["tile_rows"], s["tile_cols"]
+    chunked = tc < chain.cols
+    ub = target.role("vector")
+    emitter = ChainEmitter(wl, chain, tr, tc, s["depth"], Arena(Mem[ub.name], ub.capacity,
+                                                                   ub.alignment),
+                           gm_in, gm_out, chunked)
+    row_blocks = [(r0, min(tr, chain.rows - r0)) for r0 in range(0, chain.rows, tr)]
+    chunks = [(c0, min(tc, chain.cols - c0)) for c0 in range(0, chain.cols, tc)]
+    has_reduction = any(n.op in REDUCE_OPS for n in wl.nodes)
+    if chunked and not has_reduction:
+        tiles = [(rb, [cc]) for rb in row_blocks for cc in chunks]
+    else:
+        tiles = [(rb, chunks) for rb in row_blocks]
+    streams = []
+    for core in range(s["cores"]):
+        sb = StreamBuilder()
+        slot = 0
+        for row_slot, ((r0, rows), tile_chunks) in enumerate(tiles[core::s["cores"]]):
+            slot = emitter.emit_tile(sb, Tile(r0, rows, 0, 0), tile_chunks, slot, row_slot)
+        streams.append(sb)
+    return streams

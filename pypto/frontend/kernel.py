@@ -1,0 +1,239 @@
+"""``@pypto.kernel``: trace a Python function once per input signature, compile, run."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pypto.errors import KernelError, PyptoError
+from pypto.frontend import dtypes
+from pypto.frontend.context import current_context
+from pypto.frontend.dtypes import DType
+from pypto.frontend.layouts import check_layout
+from pypto.frontend.tensor import Tensor
+from pypto.ir.graph import Graph
+
+if TYPE_CHECKING:
+    from pypto.frontend.compiled import Compiled
+    from pypto.targets import Target
+
+# Op families a fuse= pattern may name, with their aliases.
+_FUSE_NAMES = {"conv": "conv2d", "conv2d": "conv2d", "matmul": "matmul", "gemm": "matmul"}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A placeholder for ``kernel.lower``: the shape, dtype and layout of an argument."""
+
+    shape: tuple[int, ...]
+    dtype: DType
+    layout: str = "ND"
+
+
+def spec(shape: Sequence[int], dtype: Any, layout: str | None = None) -> Spec:
+    """Describe an argument without data, for ``kernel.lower(pypto.spec(...), ...)``."""
+    shp = tuple(int(s) for s in shape)
+    return Spec(shp, dtypes.as_dtype(dtype), check_layout(layout, len(shp)))
+
+
+@dataclass(frozen=True)
+class FusePolicy:
+    """Which producer ops may take elementwise tails (``None``: all; empty: none)."""
+
+    epilogue_producers: frozenset[str] | None = None
+    vector_chains: bool = True
+
+    @staticmethod
+    def from_option(fuse: Any) -> FusePolicy:
+        if fuse is None or fuse is True:
+            return FusePolicy()
+        if fuse is False:
+            return FusePolicy(frozenset(), vector_chains=False)
+        if not isinstance(fuse, Mapping):
+            raise KernelError(f"fuse= must be a dict like {{'conv': 'relu'}}, True or False; "
+                              f"got {fuse!r}")
+        producers = set()
+        for producer, consumer in fuse.items():
+            if producer not in _FUSE_NAMES:
+                raise KernelError(f"fuse={fuse!r}: unknown producer {producer!r}; use one of "
+                                  f"{', '.join(sorted(_FUSE_NAMES))}")
+            consumers = consumer if isinstance(consumer, (list, tuple)) else [consumer]
+            from pypto.ir.graph import ELEMENTWISE
+
+            for c in consumers:
+                if c not in ELEMENTWISE:
+                    raise KernelError(f"fuse={fuse!r}: {c!r} cannot be fused as an epilogue; "
+                                      f"use elementwise ops such as relu, add, gelu")
+            producers.add(_FUSE_NAMES[producer])
+        return FusePolicy(frozenset(producers))
+
+
+class Kernel:
+    """A traced NPU kernel. Use as ``@pypto.kernel`` or ``@pypto.kernel(fuse=..., ...)``."""
+
+    def __init__(self, fn: Callable[..., Any], *, fuse: Any = None, dynamic_shape: bool = False,
+                 target: str | None = None, schedule: Any = None, name: str | None = None) -> None:
+        if not callable(fn):
+            raise KernelError(f"@pypto.kernel needs a function, got {type(fn).__name__}")
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", "kernel")
+        self.fuse = FusePolicy.from_option(fuse)
+        self.dynamic_shape = bool(dynamic_shape)
+        self.target_name = target
+        self.schedule = schedule
+        self._cache: dict[tuple, Compiled] = {}
+        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        return f"<pypto.kernel {self.name}>"
+
+    # -- signatures and tracing -----------------------------------------------------------
+    def _signature(self, args: tuple[Any, ...]) -> tuple:
+        sig = []
+        for i, a in enumerate(args):
+            if isinstance(a, (Tensor, Spec)):
+                sig.append(("T", a.shape, a.dtype.name, a.layout))
+            elif isinstance(a, np.ndarray):
+                raise KernelError(f"{self.name}: argument {i} is a NumPy array; wrap it with "
+                                  "pypto.tensor(array, dtype=...)")
+            else:
+                try:
+                    hash(a)
+                except TypeError:
+                    raise KernelError(f"{self.name}: argument {i} ({type(a).__name__}) is "
+                                      "neither a tensor nor a hashable constant") from None
+                sig.append(("S", type(a).__name__, a))
+        return tuple(sig)
+
+    def trace(self, *args: Any) -> tuple[Graph, Any]:
+        """Run the function on symbolic tensors; return the graph and the output structure."""
+        graph = Graph(name=self.name)
+        names = _param_names(self.fn, len(args))
+        sym_args = []
+        for i, a in enumerate(args):
+            if isinstance(a, (Tensor, Spec)):
+                node = graph.add("input", (), {"index": len(graph.inputs)}, a.shape, a.dtype,
+                                 a.layout)
+                graph.inputs.append(node.id)
+                graph.input_names.append(names[i])
+                sym_args.append(Tensor(a.shape, a.dtype, a.layout, graph=graph, node=node.id))
+            else:
+                sym_args.append(a)
+        try:
+            result = self.fn(*sym_args)
+        except PyptoError:
+            raise
+        outputs, structure = _flatten_outputs(self.name, result)
+        for t in outputs:
+            if t._graph is not graph:
+                from pypto.frontend.ops import _node_id
+
+                if t.is_symbolic:
+                    raise KernelError(f"{self.name}: returned a tensor from another trace")
+                t = Tensor(t.shape, t.dtype, graph=graph, node=_node_id(graph, t))
+            graph.outputs.append(t._node)  # type: ignore[arg-type]
+        return graph, structure
+
+    def lower(self, *args: Any, target: str | Target | None = None) -> Compiled:
+        """Compile for ``args`` (tensors or ``pypto.spec`` placeholders) without running.
+
+        Example:
+            >>> import pypto
+            >>> k = pypto.kernel(lambda a, b: pypto.matmul(a, b))
+            >>> c = k.lower(pypto.spec((64, 64), "float16"), pypto.spec((64, 64), "float16"))
+            >>> c.sources
+            ['default']
+        """
+        tgt = _resolve_target(target or self.target_name)
+        key = (self._signature(args), tgt.key)
+        compiled = self._cache.get(key)
+        if compiled is None:
+            from pypto.frontend.compiled import compile_graph
+
+            graph, structure = self.trace(*args)
+            compiled = compile_graph(graph, structure, tgt, fuse=self.fuse,
+                                     schedule=self.schedule, kernel_name=self.name)
+            self._cache[key] = compiled
+        return compiled
+
+    def __call__(self, *args: Any) -> Any:
+        from pypto.frontend.ops import _symbolic_graph
+
+        if _symbolic_graph(args) is not None:  # called inside another kernel: inline it
+            return self.fn(*args)
+        if any(isinstance(a, Spec) for a in args):
+            raise KernelError(f"{self.name}: pypto.spec placeholders have no data; call "
+                              f"{self.name}.lower(...) to compile without running")
+        ctx = current_context()
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        if ctx.device_type == "cpu":
+            graph, structure = self.trace(*args)
+            from pypto.ir.reference import evaluate
+
+            outs = evaluate(graph, [t.numpy() for t in tensors])
+            from pypto.frontend.compiled import pack_outputs
+
+            return pack_outputs(graph, structure, outs)
+        compiled = self.lower(*args, target=self.target_name or ctx.target)
+        return compiled(*tensors)
+
+
+def kernel(fn: Callable[..., Any] | None = None, *, fuse: Any = None, dynamic_shape: bool = False,
+           target: str | None = None, schedule: Any = None) -> Any:
+    """Decorate a function of tensors to make it an NPU kernel.
+
+    Example:
+        >>> import pypto
+        >>> @pypto.kernel
+        ... def gemm(A, B):
+        ...     return pypto.matmul(A, B)
+
+    Options: ``fuse`` (``{'conv': 'relu'}`` names the producers that may take elementwise
+    tails; ``False`` disables fusion), ``dynamic_shape`` (the kernel is expected to see
+    many shapes), ``target`` (a target name, overriding the context's), ``schedule`` (an
+    explicit schedule: a mapping of knobs for a one-workload kernel, or a list with one
+    entry (or None) per workload).
+    """
+    def wrap(f: Callable[..., Any]) -> Kernel:
+        return Kernel(f, fuse=fuse, dynamic_shape=dynamic_shape, target=target, schedule=schedule)
+
+    if fn is not None:
+        return wrap(fn)
+    return wrap
+
+
+def _resolve_target(target: Any) -> Target:
+    from pypto.targets import Target, load_target
+
+    if isinstance(target, Target):
+        return target
+    if target is None:
+        return current_context().target
+    return load_target(target)
+
+
+def _param_names(fn: Callable[..., Any], n: int) -> list[str]:
+    try:
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    names = [p if p.isidentifier() else f"in{i}" for i, p in enumerate(params[:n])]
+    return names + [f"in{i}" for i in range(len(names), n)]
+
+
+def _flatten_outputs(name: str, result: Any) -> tuple[list[Tensor], Any]:
+    if isinstance(result, Tensor):
+        return [result], "single"
+    if isinstance(result, (tuple, list)) and result and all(isinstance(r, Tensor) for r in result):
+        return list(result), type(result)
+    if result is None:
+        raise KernelError(f"kernel {name!r} returned None; return the result tensor(s), "
+                          "e.g. `return pypto.matmul(A, B)`")
+    raise KernelError(f"kernel {name!r} returned {type(result).__name__}; a kernel must return "
+                      "a PyPTO tensor or a tuple/list of tensors")

@@ -1,0 +1,135 @@
+"""``Workload``: one fused kernel launch, as a small value with a content key.
+
+A workload holds its own little graph. ``load`` nodes read an input tensor through a
+strided view (``offset``, ``strides`` in elements; a stride of 0 broadcasts), so
+transposes, slices and broadcasts cost no extra kernel. Every other node is an op on
+earlier nodes. ``outputs`` are nodes stored as contiguous tensors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+FAMILIES = ("matmul", "vector", "conv2d")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    shape: tuple[int, ...]
+    dtype: str
+    layout: str = "ND"
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"shape": list(self.shape), "dtype": self.dtype, "layout": self.layout}
+
+
+@dataclass(frozen=True)
+class WNode:
+    op: str
+    args: tuple[int, ...]
+    attrs: tuple[tuple[str, Any], ...]
+    shape: tuple[int, ...]
+    dtype: str
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        for k, v in self.attrs:
+            if k == name:
+                return v
+        return default
+
+    def to_json(self, *, sizes: bool = True) -> dict[str, Any]:
+        attrs = {k: _canon(v) for k, v in self.attrs
+                 if sizes or k not in ("offset", "strides")}
+        out: dict[str, Any] = {"op": self.op, "args": list(self.args), "attrs": attrs,
+                               "dtype": self.dtype}
+        out["shape"] = list(self.shape) if sizes else len(self.shape)
+        return out
+
+
+def _canon(value: Any) -> Any:
+    """JSON-safe canonical form: floats as exact hex strings, tuples as lists."""
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return {"float": value.hex()}
+    if isinstance(value, (tuple, list)):
+        return [_canon(v) for v in value]
+    raise TypeError(f"attribute value {value!r} has no canonical form")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A fused kernel: ``family`` (matmul, vector, conv2d), inputs, nodes, outputs."""
+
+    family: str
+    inputs: tuple[TensorSpec, ...]
+    nodes: tuple[WNode, ...]
+    outputs: tuple[int, ...]
+    attrs: tuple[tuple[str, Any], ...] = field(default=())
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        for k, v in self.attrs:
+            if k == name:
+                return v
+        return default
+
+    def to_json(self, *, sizes: bool = True) -> dict[str, Any]:
+        return {
+            "family": self.family,
+            "inputs": [s.to_json() if sizes else {"rank": len(s.shape), "dtype": s.dtype,
+                                                   "layout": s.layout} for s in self.inputs],
+            "nodes": [n.to_json(sizes=sizes) for n in self.nodes],
+            "outputs": list(self.outputs),
+            "attrs": {k: _canon(v) for k, v in self.attrs
+                      if sizes or k not in ("space",)},
+        }
+
+    def canonical_json(self, *, sizes: bool = True) -> str:
+        return json.dumps(self.to_json(sizes=sizes), sort_keys=True, separators=(",", ":"))
+
+    @cached_property
+    def key(self) -> str:
+        """sha256 over the canonical JSON: equal workloads anywhere share a key."""
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+    @cached_property
+    def family_key(self) -> str:
+        """The key without sizes: workloads that differ only in shape share it."""
+        return hashlib.sha256(self.canonical_json(sizes=False).encode()).hexdigest()
+
+    @property
+    def output_specs(self) -> tuple[TensorSpec, ...]:
+        return tuple(TensorSpec(self.nodes[i].shape, self.nodes[i].dtype) for i in self.outputs)
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        """The op chain without loads, e.g. ``('matmul', 'add', 'relu')``."""
+        return tuple(n.op for n in self.nodes if n.op != "load")
+
+    @property
+    def flops(self) -> int:
+        total = 0
+        for n in self.nodes:
+            if n.op == "matmul":
+                k = self.nodes[n.args[0]].shape[-2 if n.attr("transpose_a") else -1]
+                total += 2 * math.prod(n.shape) * k
+            elif n.op != "load":
+                total += math.prod(self.nodes[n.args[0]].shape if n.args else n.shape)
+        return total
+
+    def describe(self) -> str:
+        ins = ", ".join(f"{s.dtype}{list(s.shape)}" for s in self.inputs)
+        outs = ", ".join(f"{s.dtype}{list(s.shape)}" for s in self.output_specs)
+        return f"{self.family} {'+'.join(self.ops)} ({ins}) -> {outs}"
+
+    def __repr__(self) -> str:
+        return f"Workload<{self.describe()} key={self.key[:12]}>"

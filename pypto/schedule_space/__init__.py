@@ -1,0 +1,40 @@
+"""Schedules and the rules that make one valid for a workload on a target.
+
+``default_schedule`` is the documented heuristic used when nothing better is known;
+``validate`` lists every violated constraint (empty when the schedule is valid).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pypto.errors import UnsupportedError
+from pypto.schedule_space.schedule import Schedule
+
+if TYPE_CHECKING:
+    from pypto.ir.workload import Workload
+    from pypto.targets import Target
+
+__all__ = ["Schedule", "default_schedule", "validate"]
+
+
+def _family(wl: Workload):  # type: ignore[no-untyped-def]
+    from pypto.schedule_space import matmul, vector
+
+    if wl.family == "matmul":
+        return matmul
+    if wl.family == "vector":
+        return vector
+    raise UnsupportedError(f"{wl.family} workloads have no NPU schedule yet (conv2d code "
+                           "generation arrives with the schedule-spaces work); run them "
+                           "with pypto.Context(device_type='cpu')")
+
+
+def default_schedule(wl: Workload, target: Target) -> Schedule:
+    """The heuristic schedule for ``wl`` on ``target`` (good, not tuned)."""
+    return _family(wl).default(wl, target)
+
+
+def validate(wl: Workload, schedule: Schedule, target: Target) -> list[str]:
+    """Every constraint ``schedule`` violates for ``wl`` on ``target`` (empty if valid)."""
+    return _family(wl).violations(wl, schedule, target)

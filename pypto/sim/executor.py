@@ -1,0 +1,189 @@
+"""The functional executor: runs a ``Program`` numerically, one core after another, in
+program order, on byte-addressed on-chip memories with capacity, bounds and alignment
+checks. (Timing is the timing engine's job; here only the numbers and the rules.)
+
+Uninitialised on-chip memory holds NaN-like bytes (0xFF), so a program that reads what
+it never wrote produces visibly wrong results instead of lucky zeros.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from pypto.codegen.isa import (
+    BINARY,
+    F_ACCUMULATE,
+    F_TRANSPOSE,
+    INSTR,
+    REDUCE,
+    SCALAR_IMM,
+    UNARY,
+    Mem,
+    Op,
+    Pipe,
+)
+from pypto.codegen.program import Program
+from pypto.errors import SimError
+from pypto.frontend.dtypes import BY_CODE
+from pypto.ir import numerics
+from pypto.targets import Target
+
+_F = {name: i for i, name in enumerate(INSTR.names)}
+_NP = {code: dt.np for code, dt in BY_CODE.items()}
+_BINARY = {Op.VADD: "add", Op.VSUB: "sub", Op.VMUL: "mul", Op.VDIV: "div", Op.VMAX: "maximum",
+           Op.VMIN: "minimum"}
+_SCALAR = {Op.VADDS: "add_scalar", Op.VMULS: "mul_scalar", Op.VMAXS: "max_scalar",
+           Op.VMINS: "min_scalar"}
+_UNARY = {Op.VCOPY: "copy", Op.VCAST: "cast", Op.VRELU: "relu", Op.VEXP: "exp", Op.VLN: "log",
+          Op.VSQRT: "sqrt", Op.VRSQRT: "rsqrt", Op.VRECIP: "reciprocal", Op.VGELU: "gelu",
+          Op.VSIGMOID: "sigmoid", Op.VTANH: "tanh", Op.VABS: "abs", Op.VNEG: "neg"}
+_REDUCE = {Op.VREDSUM: "sum", Op.VREDMAX: "max", Op.VREDMIN: "min"}
+_CUBE_MEMS = (Mem.L0A, Mem.L0B, Mem.L0C)
+
+
+class _Core:
+    def __init__(self, target: Target, gm: list[np.ndarray], program: Program, index: int):
+        self.target, self.gm, self.program, self.index = target, gm, program, index
+        self.mem: dict[int, np.ndarray] = {}
+        self.align: dict[int, int] = {}
+        for role in ("stage", "left", "right", "acc", "vector"):
+            m = target.role(role)
+            self.mem[Mem[m.name]] = np.full(m.capacity, 0xFF, dtype=np.uint8)
+            self.align[Mem[m.name]] = m.alignment
+        self.flags: dict[tuple[int, int, int], int] = defaultdict(int)
+        self.pc = 0
+        self.row: tuple = ()
+
+    def fail(self, message: str) -> SimError:
+        from pypto.codegen.asm import print_instruction
+
+        try:
+            text = print_instruction(self.row, self.program.symbols)
+        except Exception:  # noqa: BLE001 - the message matters more than the listing
+            text = repr(self.row)
+        return SimError(f"{self.program.name}, core {self.index}, instruction {self.pc} "
+                        f"({text.strip()}): {message}")
+
+    def view(self, prefix: str, code: int, aligned: bool = False) -> np.ndarray:
+        r = self.row
+        mem = r[_F[prefix + "_mem"]]
+        addr, rows, cols = r[_F[prefix + "_addr"]], r[_F[prefix + "_rows"]], r[_F[prefix + "_cols"]]
+        rs, cs = r[_F[prefix + "_rs"]], r[_F[prefix + "_cs"]]
+        dt = _NP[code]
+        isz = dt.itemsize
+        if rows <= 0 or cols <= 0:
+            raise self.fail(f"operand {prefix} has an empty shape {rows}x{cols}")
+        if mem == Mem.GM:
+            arr = self.gm[r[_F["gm"]]]
+            lo = addr + min(0, (rows - 1) * rs) + min(0, (cols - 1) * cs)
+            hi = addr + max(0, (rows - 1) * rs) + max(0, (cols - 1) * cs)
+            if lo < 0 or hi >= arr.size:
+                sym = self.program.symbols[r[_F["gm"]]]
+                raise self.fail(f"GM access to {sym.name} elements [{lo}, {hi}] is outside "
+                                f"its {arr.size} elements")
+            return as_strided(arr[addr:], (rows, cols), (rs * isz, cs * isz))
+        buf = self.mem.get(mem)
+        if buf is None:
+            raise self.fail(f"{Mem(mem).name} does not exist on {self.target.name}")
+        if rs < 0 or cs < 0:
+            raise self.fail("on-chip strides must be non-negative")
+        span = ((rows - 1) * rs + (cols - 1) * cs + 1) * isz
+        if addr < 0 or addr + span > buf.size:
+            raise self.fail(f"{Mem(mem).name} access [{addr:#x}, {addr + span:#x}) exceeds its "
+                            f"capacity of {buf.size} bytes")
+        if addr % isz or (aligned and addr % self.align[mem]):
+            need = self.align[mem] if aligned else isz
+            raise self.fail(f"{Mem(mem).name} address {addr:#x} is not {need}-byte aligned")
+        return as_strided(buf[addr:addr + span].view(dt), (rows, cols), (rs * isz, cs * isz))
+
+    def bcast(self, src: np.ndarray, shape: tuple[int, int], name: str) -> np.ndarray:
+        try:
+            return np.broadcast_to(src, shape)
+        except ValueError:
+            raise self.fail(f"operand {name} of shape {src.shape} does not broadcast to "
+                            f"{shape}") from None
+
+    def run(self, stream: np.ndarray) -> None:
+        for self.pc, self.row in enumerate(stream.tolist()):
+            self.step(Op(self.row[0]))
+
+    def step(self, op: Op) -> None:
+        r = self.row
+        dcode, scode, flags = r[_F["dtype"]], r[_F["sdtype"]], r[_F["flags"]]
+        if op == Op.COPY:
+            src = self.view("a", scode)
+            dst = self.view("d", dcode)
+            if flags & F_TRANSPOSE:
+                src = src.T
+            if src.shape != dst.shape:
+                raise self.fail(f"copy shapes differ: {src.shape} -> {dst.shape}")
+            with np.errstate(all="ignore"):
+                dst[...] = src.astype(dst.dtype)
+        elif op == Op.MMAD:
+            a = self.view("a", scode, aligned=True)
+            b = self.view("b", scode, aligned=True)
+            d = self.view("d", dcode, aligned=True)
+            if a.shape[1] != b.shape[0] or d.shape != (a.shape[0], b.shape[1]):
+                raise self.fail(f"MMAD shapes do not fit: {a.shape} @ {b.shape} -> {d.shape}")
+            prod = numerics.apply_matmul(a, b)
+            with np.errstate(all="ignore"):
+                if flags & F_ACCUMULATE:
+                    d[...] = (d.astype(prod.dtype) + prod).astype(d.dtype)
+                else:
+                    d[...] = prod.astype(d.dtype)
+        elif op in BINARY or op in SCALAR_IMM or op in UNARY or op in REDUCE or op == Op.VDUP:
+            self.vector(op, dcode, scode)
+        elif op == Op.SET_FLAG:
+            self.flag(r[_F["pipe"]], r[_F["pipe2"]], r[_F["event"]], +1)
+        elif op == Op.WAIT_FLAG:
+            self.flag(r[_F["pipe2"]], r[_F["pipe"]], r[_F["event"]], -1)
+        elif op in (Op.BARRIER, Op.NOP):
+            pass
+        else:  # pragma: no cover - every Op is handled above
+            raise self.fail(f"no rule for {op.name}")
+
+    def vector(self, op: Op, dcode: int, scode: int) -> None:
+        d = self.view("d", dcode, aligned=True)
+        out_dt = d.dtype
+        if op == Op.VDUP:
+            d[...] = self.row[_F["imm"]]
+            return
+        a = self.view("a", scode, aligned=True)
+        if op in REDUCE:
+            if d.shape[1] != 1:
+                raise self.fail(f"a reduction writes one column, got {d.shape}")
+            a = self.bcast(a, (d.shape[0], a.shape[1]), "a")
+            d[...] = numerics.apply_reduce(_REDUCE[op], a, 1, out_dt)
+            return
+        a = self.bcast(a, d.shape, "a")
+        if op in BINARY:
+            b = self.bcast(self.view("b", scode, aligned=True), d.shape, "b")
+            d[...] = numerics.apply_binary(_BINARY[op], a, b, out_dt)
+        elif op in SCALAR_IMM:
+            d[...] = numerics.apply_scalar(_SCALAR[op], a, self.row[_F["imm"]], out_dt)
+        else:
+            d[...] = numerics.apply_unary(_UNARY[op], a, out_dt)
+
+    def flag(self, src: int, dst: int, event: int, delta: int) -> None:
+        if not 0 <= event < self.target.event_ids:
+            raise self.fail(f"event id {event} is outside 0..{self.target.event_ids - 1}")
+        key = (src, dst, event)
+        if delta < 0 and self.flags[key] == 0:
+            raise self.fail(f"deadlock: WAIT_FLAG {Pipe(src).name}->{Pipe(dst).name} event "
+                            f"{event} waits for a SET_FLAG that was never issued before it")
+        self.flags[key] += delta
+
+
+def execute(program: Program, target: Target, gm: list[np.ndarray]) -> None:
+    """Run ``program``: ``gm[i]`` is the flat array of ``program.symbols[i]`` (updated)."""
+    if len(gm) != len(program.symbols):
+        raise SimError(f"{program.name} needs {len(program.symbols)} GM tensors, got {len(gm)}")
+    for i, (arr, sym) in enumerate(zip(gm, program.symbols)):
+        if arr.ndim != 1 or arr.size != sym.size or arr.dtype != sym.dtype.np:
+            raise SimError(f"GM tensor {i} ({sym.name}) must be a flat {sym.dtype.name} array of "
+                           f"{sym.size} elements")
+    for index, stream in enumerate(program.cores):
+        _Core(target, gm, program, index).run(stream)

@@ -1,0 +1,354 @@
+"""PTO assembly: printing and parsing round-trip exactly, and bad text gets clear errors."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pypto.codegen.asm import parse, parse_instruction, print_instruction, print_program
+from pypto.codegen.isa import (
+    BINARY,
+    F_ACCUMULATE,
+    F_TRANSPOSE,
+    INSTR,
+    REDUCE,
+    SCALAR_IMM,
+    UNARY,
+    Mem,
+    Op,
+    Pipe,
+)
+from pypto.codegen.program import COPY_PIPE, Operand, Program, StreamBuilder, Symbol
+from pypto.errors import AsmError
+from pypto.frontend.dtypes import ALL, float16, float32
+
+EXAMPLE = """\
+.program NAME target=TARGETNAME
+.tensor A float16 [1024,1024] in
+.tensor C float16 [1024,1024] out
+.core 0
+    COPY.F16 L1[0x0:128x256,256,1], GM[A][0:128x256,1024,1]
+    SET_FLAG MTE2, MTE1, 0
+    WAIT_FLAG MTE2, MTE1, 0
+    COPY.F16.T L0B[0x0:64x128,128,1], L1[0x8000:128x64,64,1]
+    MMAD.F32.F16.ACC L0C[0x0:128x128,128,1], L0A[0x0:128x64,64,1], L0B[0x0:64x128,128,1]
+    COPY.F16.F32 GM[C][0:128x128,1024,1], L0C[0x0:128x128,128,1]
+    VADDS.F16 UB[0x0:16x64,64,1], UB[0x800:16x64,64,1], #1.5
+    VDUP.F32 UB[0x0:16x1,1,1], #-inf
+    BARRIER
+.core 1
+"""
+
+HEADER = ".program p target=t\n.tensor A float16 [16,16] in\n.tensor B float32 [] out\n.core 0\n"
+ON_CHIP = [Mem.L1, Mem.L0A, Mem.L0B, Mem.L0C, Mem.UB]
+IDENTIFIER = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,7}", fullmatch=True)
+INT64 = st.integers(-2**63, 2**63 - 1)
+INT32 = st.integers(-2**31, 2**31 - 1)
+
+
+def same(a: Program, b: Program) -> bool:
+    """Equal, and bit-identical too (``==`` on floats takes -0.0 for 0.0)."""
+    return a == b and all(x.tobytes() == y.tobytes() for x, y in zip(a.cores, b.cores))
+
+
+# ----------------------------------------------------------------- random programs
+
+@st.composite
+def operands(draw, mem: Mem, num_symbols: int) -> Operand:
+    gm = draw(st.integers(0, num_symbols - 1)) if mem == Mem.GM else -1
+    rows, cols = draw(st.one_of(st.tuples(INT32, INT32), st.tuples(st.integers(0, 256),
+                                                                    st.integers(0, 256))))
+    small = st.integers(-4096, 4096)
+    return Operand(mem, draw(st.one_of(INT64, st.integers(0, 1 << 20))), rows, cols,
+                   draw(st.one_of(small, INT64)), draw(st.one_of(small, INT64)), gm)
+
+
+@st.composite
+def instructions(draw, builder: StreamBuilder, num_symbols: int) -> None:
+    dtype = draw(st.sampled_from(ALL))
+    sdtype = draw(st.one_of(st.none(), st.sampled_from(ALL)))
+    flags = draw(st.sampled_from([0, F_TRANSPOSE, F_ACCUMULATE, F_TRANSPOSE | F_ACCUMULATE]))
+    kind = draw(st.sampled_from(["copy", "mmad", "sync", "plain", "vector", "imm"]))
+    if kind == "copy":
+        src, dst = draw(st.sampled_from(sorted(COPY_PIPE)))
+        if Mem.GM in (src, dst) and not num_symbols:
+            src, dst = Mem.UB, Mem.UB
+        ops = [draw(operands(dst, num_symbols)), draw(operands(src, num_symbols))]
+        builder.emit(Op.COPY, *ops, dtype=dtype, sdtype=sdtype, flags=flags)
+    elif kind == "mmad":
+        ops = [draw(operands(m, num_symbols)) for m in (Mem.L0C, Mem.L0A, Mem.L0B)]
+        builder.emit(Op.MMAD, *ops, dtype=dtype, sdtype=sdtype, flags=flags)
+    elif kind == "sync":
+        op = draw(st.sampled_from([Op.SET_FLAG, Op.WAIT_FLAG]))
+        pipe, pipe2 = draw(st.sampled_from(list(Pipe))), draw(st.sampled_from(list(Pipe)))
+        builder.emit(op, pipe=pipe, pipe2=pipe2, event=draw(st.integers(-128, 127)),
+                     flags=flags)
+    elif kind == "plain":
+        builder.emit(draw(st.sampled_from([Op.BARRIER, Op.NOP])), flags=flags)
+    else:
+        pool = sorted(SCALAR_IMM | {Op.VDUP}) if kind == "imm" else sorted(BINARY | UNARY | REDUCE)
+        op = draw(st.sampled_from(pool))
+        count = 3 if op in BINARY else 1 if op == Op.VDUP else 2
+        mems = st.sampled_from(ON_CHIP + ([Mem.GM] if num_symbols else []))
+        ops = [draw(operands(draw(mems), num_symbols)) for _ in range(count)]
+        tensors = [o.gm for o in ops if o.mem == Mem.GM]
+        for o in ops:  # an instruction names at most one GM tensor
+            o.gm = tensors[0] if o.mem == Mem.GM else -1
+        imm = draw(st.floats(allow_nan=False)) if kind == "imm" else 0.0
+        builder.emit(op, *ops, dtype=dtype, sdtype=sdtype, flags=flags, imm=imm)
+
+
+@st.composite
+def programs(draw) -> Program:
+    names = draw(st.lists(IDENTIFIER, max_size=4, unique=True))
+    symbols = tuple(
+        Symbol(name, draw(st.sampled_from(ALL)),
+               tuple(draw(st.lists(st.integers(0, 4096), max_size=3))),
+               draw(st.sampled_from(["in", "out", "tmp"])))
+        for name in names)
+    cores = []
+    for _ in range(draw(st.integers(0, 4))):
+        builder = StreamBuilder()
+        for _ in range(draw(st.integers(0, 12))):
+            draw(instructions(builder, len(symbols)))
+        cores.append(builder.array())
+    return Program(draw(IDENTIFIER), draw(IDENTIFIER), symbols, tuple(cores))
+
+
+@settings(max_examples=200, deadline=None)
+@given(programs())
+def test_print_then_parse_round_trips(program: Program) -> None:
+    text = print_program(program)
+    back = parse(text)
+    assert same(back, program)
+    assert print_program(back) == text
+
+
+@settings(max_examples=100, deadline=None)
+@given(programs())
+def test_instructions_round_trip_one_by_one(program: Program) -> None:
+    for stream in program.cores:
+        for row in stream.tolist():
+            line = print_instruction(row, program.symbols)
+            assert repr(parse_instruction(line, program.symbols)) == repr(row)
+        if len(stream):
+            assert print_instruction(stream[0], program.symbols) == \
+                print_instruction(stream.tolist()[0], program.symbols)
+
+
+# ----------------------------------------------------------------- fixed texts
+
+def test_the_documented_example_round_trips() -> None:
+    program = parse(EXAMPLE)
+    assert print_program(program) == EXAMPLE
+    assert len(program.cores) == 2 and len(program.cores[1]) == 0
+    first, set_flag, wait_flag = program.cores[0][:3]
+    assert (first["pipe"], first["gm"], first["a_mem"], first["a_cs"]) == (Pipe.MTE2, 0, Mem.GM, 1)
+    assert (set_flag["pipe"], set_flag["pipe2"]) == (Pipe.MTE2, Pipe.MTE1)
+    assert (wait_flag["pipe"], wait_flag["pipe2"]) == (Pipe.MTE1, Pipe.MTE2)
+    mmad = program.cores[0][4]
+    assert (mmad["dtype"], mmad["sdtype"], mmad["flags"]) == (float32.code, float16.code,
+                                                             F_ACCUMULATE)
+    assert program.cores[0][7]["imm"] == -math.inf
+    assert program.symbols[0] == Symbol("A", float16, (1024, 1024), "in")
+
+
+def test_parse_matches_stream_builder() -> None:
+    builder = StreamBuilder()
+    builder.emit(Op.COPY, Operand(Mem.UB, 0x40, 16, 16, 16), Operand(Mem.GM, 32, 16, 16, 64, 1, 1),
+                 dtype=float16)
+    builder.emit(Op.VMULS, Operand(Mem.UB, 0, 16, 16, 16), Operand(Mem.UB, 0x40, 16, 16, 16),
+                 dtype=float32, sdtype=float16, imm=-0.0)
+    builder.emit(Op.BARRIER)
+    text = (".program k target=t\n.tensor X int8 [4] tmp\n.tensor Y int32 [2,3,4] in\n.core 0\n"
+            "    COPY.F16 UB[0x40:16x16,16,1], GM[Y][32:16x16,64,1]\n"
+            "    VMULS.F32.F16 UB[0x0:16x16,16,1], UB[0x40:16x16,16,1], #-0.0\n"
+            "    BARRIER\n")
+    expected = Program("k", "t", parse(text).symbols, (builder.array(),))
+    assert same(parse(text), expected)
+
+
+def test_parsing_is_lenient_about_space_case_and_comments() -> None:
+    messy = """
+; a whole-line comment
+   .program   NAME   target=TARGETNAME   ; trailing comment
+.tensor A float16 [ 1024 , 1024 ] in
+.tensor C float16 [1024,1024] out
+
+.core 0
+copy.f16 l1 [ 0x0 : 128 X 256 , 256 , 1 ] ,GM [ A ] [0:128x256,1024,1]  ; load
+  set_flag mte2 ,mte1,0
+WAIT_FLAG MTE2,MTE1 , 0
+COPY.f16.t L0B[0:64x128,128,1], L1[32768:128x64,64,1]
+MMAD.F32.F16.ACC L0C[0x0:128x128,128,1], L0A[0x0:128x64,64,1], L0B[0x0:64x128,128,1]
+COPY.F16.F32 GM[C][0x0:128x128,1024,1], L0C[0x0:128x128,128,1]
+VADDS.F16 UB[0x0:16x64,64,1], UB[0x800:16x64,64,1], # 1.50
+VDUP.F32 UB[0x0:16x1,1,1], #-INF
+barrier ;
+.core 1
+"""
+    assert print_program(parse(messy)) == EXAMPLE
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, -0.0, 0.0, 5e-324, 1.7976931348623157e308,
+                                   0.1, -1e-7])
+def test_immediates_round_trip_bit_exactly(value: float) -> None:
+    builder = StreamBuilder()
+    builder.emit(Op.VDUP, Operand(Mem.UB, 0, 1, 1, 1), dtype=float32, imm=value)
+    line = print_instruction(builder.rows[0], ())
+    assert line == f"VDUP.F32 UB[0x0:1x1,1,1], #{value!r}"
+    assert repr(parse_instruction(line, ())[8]) == repr(value)
+
+
+def test_nan_immediate_round_trips() -> None:
+    builder = StreamBuilder()
+    builder.emit(Op.VMAXS, Operand(Mem.UB, 0, 1, 1, 1), Operand(Mem.UB, 0, 1, 1, 1),
+                 dtype=float16, imm=math.nan)
+    line = print_instruction(builder.rows[0], ())
+    assert line.endswith("#nan")
+    assert math.isnan(parse_instruction(line, ())[8])
+
+
+def test_empty_program_and_no_cores() -> None:
+    program = Program("p", "t", (), ())
+    assert print_program(program) == ".program p target=t\n"
+    assert parse(".program p target=t\n") == program
+
+
+# ----------------------------------------------------------------- errors
+
+def error_of(text: str) -> AsmError:
+    with pytest.raises(AsmError) as caught:
+        parse(text)
+    return caught.value
+
+
+BAD_INSTRUCTIONS = [
+    # (instruction line, words in the message, column)
+    ("    VFOO.F16 UB[0x0:1x1,1,1]", "unknown opcode 'VFOO'", 5),
+    ("    VADD.F64 UB[0x0:1x1,1,1]", "unexpected suffix '.F64'", 9),
+    ("    VADD UB[0x0:1x1,1,1]", "needs a dtype suffix", 9),
+    ("    BARRIER.F16", "takes no dtype suffix", 12),
+    ("    VADD.F16 UB[0x0:1x1,1,1], UB[0x0:1x1,1,1]", "takes 3 operands (d, a, b), found 2",
+     46),
+    ("    VRELU.F16 UB[0x0:1x1,1,1], UB[0x0:1x1,1,1], UB[0x0:1x1,1,1]", "too many operands",
+     47),
+    ("    BARRIER UB[0x0:1x1,1,1]", "BARRIER takes no operands", 13),
+    ("    VRELU.F16 0x0, UB[0x0:1x1,1,1]", "expected a memory operand like L1[0x0:16x16,16,1]",
+     15),
+    ("    VRELU.F16 L9[0x0:1x1,1,1], UB[0x0:1x1,1,1]", "unknown memory 'L9'", 15),
+    ("    VRELU.F16 UB[0x0:1x1,1], UB[0x0:1x1,1,1]", "expected [ADDR:ROWSxCOLS,RS,CS] after UB",
+     17),
+    ("    VRELU.F16 UB[0x0:1x1,1,1] UB[0x0:1x1,1,1]", "expected ','", 31),
+    ("    COPY.F16 UB[0x0:1x1,1,1], GM[X][0:1x1,1,1]", "unknown tensor 'X' (declared: A, B)",
+     34),
+    ("    COPY.F16 L0A[0x0:1x1,1,1], GM[A][0:1x1,1,1]", "no copy path from GM to L0A", 5),
+    ("    VADD.F16 GM[A][0:1x1,1,1], GM[B][0:1x1,1,1], UB[0x0:1x1,1,1]", "only one GM tensor",
+     35),
+    ("    SET_FLAG MTE2, MTE9, 0", "unknown pipe", 20),
+    ("    WAIT_FLAG MTE2, MTE1, x", "expected an event number", 27),
+    ("    SET_FLAG MTE2, MTE1, 300", "300 is out of range for event", 26),
+    ("    VRELU.F16 UB[0x0:99999999999x1,1,1], UB[0x0:1x1,1,1]", "out of range for rows", 22),
+    ("    VADDS.F16 UB[0x0:1x1,1,1], UB[0x0:1x1,1,1], 1.5", "expected an immediate", 49),
+    ("    VADDS.F16 UB[0x0:1x1,1,1], UB[0x0:1x1,1,1], #one", "expected a number after '#'", 49),
+    ("    VADD.F16UB[0x0:1x1,1,1]", "unexpected suffix '.F16UB'", 9),
+    ("    123", "expected an instruction mnemonic", 5),
+]
+
+
+@pytest.mark.parametrize(("line", "words", "column"), BAD_INSTRUCTIONS)
+def test_bad_instructions_name_line_and_column(line: str, words: str, column: int) -> None:
+    error = error_of(HEADER + line + "\n")
+    assert words in str(error)
+    assert (error.line, error.column, error.text) == (5, column, line)
+    assert f"line 5, column {column}: " in str(error)
+
+
+BAD_PROGRAMS = [
+    # (text, words in the message, line, column)
+    (".program p target=t\n    BARRIER\n", "instruction before .core", 2, 5),
+    ("    BARRIER\n", "expected .program NAME target=TARGET", 1, 5),
+    (".program p\n", "expected .program NAME target=TARGET", 1, 9),
+    (".program p target=t\n.program q target=t\n", "a second .program", 2, 1),
+    (".program p target=t\n.core 1\n", "expected .core 0", 2, 7),
+    (".program p target=t\n.core 0\n.core 0\n", "expected .core 1", 3, 7),
+    (".program p target=t\n.core\n", "expected a core number", 2, 6),
+    (".program p target=t\n.kernel x\n", "unknown directive '.kernel'", 2, 1),
+    (".program p target=t\n.tensor A float64 [1] in\n", "unknown dtype 'float64'", 2, 11),
+    (".program p target=t\n.tensor A float16 [1,x] in\n", "non-negative integer dimension",
+     2, 22),
+    (".program p target=t\n.tensor A float16 [1] inout\n", "unknown role 'inout'", 2, 23),
+    (".program p target=t\n.tensor A float16 [1] in\n.tensor A float16 [1] in\n",
+     "declared twice", 3, 9),
+    (".program p target=t\n.tensor A float16 in\n", "expected .tensor NAME DTYPE", 2, 8),
+    (".program p target=t\n.core 0\n.tensor A float16 [1] in\n", ".tensor after .core", 3, 1),
+    (".program p target=t extra\n", "unexpected text 'extra'", 1, 21),
+    ("", "empty program", 1, None),
+]
+
+
+@pytest.mark.parametrize(("text", "words", "line", "column"), BAD_PROGRAMS)
+def test_bad_programs_name_line_and_column(text: str, words: str, line: int,
+                                           column: int | None) -> None:
+    error = error_of(text)
+    assert words in str(error)
+    assert (error.line, error.column) == (line, column)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.data())
+def test_any_edit_of_good_text_parses_or_raises_asm_error(data: st.DataObject) -> None:
+    text = EXAMPLE
+    for _ in range(data.draw(st.integers(1, 3))):
+        start = data.draw(st.integers(0, len(text)))
+        end = data.draw(st.integers(start, min(len(text), start + 6)))
+        insert = data.draw(st.text("0123456789abxX:,[]#.-+ ;\n\tGMUBL1AFT", max_size=4))
+        text = text[:start] + insert + text[end:]
+    try:
+        parse(text)
+    except AsmError as error:
+        assert error.line is not None and error.line >= 1
+
+
+def test_parse_instruction_reports_its_line_number() -> None:
+    with pytest.raises(AsmError, match="line 42, column 1: unknown opcode 'NOPE'"):
+        parse_instruction("NOPE", (), lineno=42)
+    with pytest.raises(AsmError, match="expected an instruction"):
+        parse_instruction("   ; only a comment", (), lineno=3)
+
+
+def unprintable(**fields: object) -> np.ndarray:
+    builder = StreamBuilder()
+    builder.emit(Op.VADD, *[Operand(Mem.UB, 0, 1, 1, 1)] * 3, dtype=float16)
+    stream = builder.array()
+    for name, value in fields.items():
+        stream[name] = value
+    return stream
+
+
+@pytest.mark.parametrize(("fields", "words"), [
+    ({"pipe": Pipe.MTE2}, "field pipe is 1 but the text means 5"),
+    ({"event": 3}, "field event"),
+    ({"gm": 0}, "field gm"),
+    ({"imm": -0.0}, "field imm"),
+    ({"b_mem": 0}, "operand b has no memory"),
+    ({"flags": 4}, "only .T and .ACC"),
+    ({"dtype": 9}, "dtype code 9"),
+    ({"op": 200}, "opcode code 200"),
+])
+def test_printing_refuses_what_the_text_cannot_carry(fields: dict, words: str) -> None:
+    program = Program("p", "t", (), (np.zeros(0, INSTR), unprintable(**fields)))
+    with pytest.raises(AsmError, match="core 1, instruction 0: ") as caught:
+        print_program(program)
+    assert words in str(caught.value)
+
+
+def test_printing_refuses_bad_names() -> None:
+    with pytest.raises(AsmError, match="program name"):
+        print_program(Program("two words", "t", (), ()))
+    with pytest.raises(AsmError, match="tensor 'a b'"):
+        print_program(Program("p", "t", (Symbol("a b", float16, (1,), "in"),), ()))
