@@ -92,9 +92,8 @@ F_ACCUMULATE = 2   # MMAD: add into d instead of overwriting it
 INSTR = np.dtype([
     ("op", "u1"), ("pipe", "u1"), ("pipe2", "u1"), ("event", "i1"),
     ("dtype", "u1"), ("sdtype", "u1"), ("flags", "u2"), ("gm", "i2"), ("imm", "f8"),
-    ("d_mem", "u1"), ("d_addr", "i8"), ("d_rows", "i4"), ("d_cols", "i4"), ("d_rs", "i8"), ("d_cs", "i8"),
-    ("a_mem", "u1"), ("a_addr", "i8"), ("a_rows", "i4"), ("a_cols", "i4"), ("a_rs", "i8"), ("a_cs", "i8"),
-    ("b_mem", "u1"), ("b_addr", "i8"), ("b_rows", "i4"), ("b_cols", "i4"), ("b_rs", "i8"), ("b_cs", "i8"),
+    *[(f"{o}_{field}", kind) for o in ("d", "a", "b") for field, kind in (
+        ("mem", "u1"), ("addr", "i8"), ("rows", "i4"), ("cols", "i4"), ("rs", "i8"), ("cs", "i8"))],
 ])
 
 OPERANDS = ("d", "a", "b")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pypto.codegen import matmul, vector
-from pypto.codegen.program import Program, Symbol, StreamBuilder
+from pypto.codegen.program import Program, StreamBuilder, Symbol
 from pypto.codegen.sync import insert_sync
 from pypto.errors import ScheduleError, UnsupportedError
 from pypto.frontend.dtypes import BY_NAME

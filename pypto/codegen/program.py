@@ -119,7 +119,7 @@ class StreamBuilder:
              pipe: Pipe | None = None, pipe2: Pipe = Pipe.SCALAR, event: int = 0) -> int:
         gm = -1
         packed: list = []
-        for i, name in enumerate(OPERANDS):
+        for i in range(len(OPERANDS)):
             if i < len(operands):
                 o = operands[i]
                 if o.mem == Mem.GM:

@@ -9,6 +9,7 @@ are handed out round-robin from the target's ``event_ids`` per pipe pair.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict, deque
 
 from pypto.codegen.isa import F_ACCUMULATE, INSTR, Mem, Op, Pipe
@@ -54,6 +55,7 @@ def insert_sync(rows: list[tuple], event_ids: int) -> list[tuple]:
     synced: dict[tuple[int, int], int] = {}
     sets_after: dict[int, list[tuple[int, int]]] = defaultdict(list)
     waits_before: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    wait_positions: dict[tuple[int, int], list[int]] = defaultdict(list)
     for i, row in enumerate(rows):
         p = row[pipe_col]
         acc = accesses(row)
@@ -68,8 +70,15 @@ def insert_sync(rows: list[tuple], event_ids: int) -> list[tuple]:
                                 need[q] = dep
         for q, j in sorted(need.items()):
             if j > synced.get((q, p), -1):
+                waits = wait_positions[(q, p)]
+                open_waits = waits[bisect_right(waits, j):]
+                if len(open_waits) >= event_ids:
+                    # Out of event ids: signal later, once an earlier flag is consumed. Waiting
+                    # for more than needed is safe; running out of ids is not.
+                    j = open_waits[len(open_waits) - event_ids]
                 sets_after[j].append((q, p))
                 waits_before[i].append((q, p))
+                waits.append(i)
                 synced[(q, p)] = j
         for mem, start, end, write in acc:
             entry = regions[mem].setdefault((start, end), {}).setdefault(p, [-1, -1])

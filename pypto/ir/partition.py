@@ -325,7 +325,7 @@ class _Partitioner:
                 if m in stored or any(u not in members for u in self._users(m))]
         if g.family == "matmul" and len(g.members) > 1:
             mm = g.members[0]
-            if mm in outs and not (mm in stored):
+            if mm in outs and mm not in stored:
                 outs.remove(mm)
         specs = tuple(TensorSpec(self.nodes[b].shape, self.nodes[b].dtype.name,
                                  self.nodes[b].layout) for b in inputs)

@@ -1,0 +1,105 @@
+"""Hypothesis strategies shared by the tests: shapes, tensors and schedules."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+import pypto
+from pypto.schedule_space import Schedule, validate
+
+FLOATS = ("float16", "float32")
+
+
+def dims(max_rank: int = 3, max_size: int = 40) -> st.SearchStrategy[tuple[int, ...]]:
+    return st.lists(st.integers(1, max_size), min_size=1, max_size=max_rank).map(tuple)
+
+
+def broadcastable_to(shape: tuple[int, ...]) -> st.SearchStrategy[tuple[int, ...]]:
+    """A shape that NumPy broadcasts to ``shape``."""
+    @st.composite
+    def build(draw: st.DrawFn) -> tuple[int, ...]:
+        drop = draw(st.integers(0, len(shape) - 1)) if len(shape) > 1 else 0
+        out = [d if draw(st.booleans()) else 1 for d in shape[drop:]]
+        return tuple(out)
+    return build()
+
+
+def tensor_of(shape: tuple[int, ...], dtype: str, seed: int, low: float = -2.0,
+              high: float = 2.0) -> pypto.Tensor:
+    rng = np.random.default_rng(seed)
+    if dtype in ("int8", "int32"):
+        return pypto.tensor(rng.integers(-8, 8, shape), dtype=dtype)
+    return pypto.tensor(rng.uniform(low, high, shape), dtype=dtype)
+
+
+def assert_close(npu: object, cpu: object, dtype: str) -> None:
+    outs = npu if isinstance(npu, (tuple, list)) else [npu]
+    refs = cpu if isinstance(cpu, (tuple, list)) else [cpu]
+    assert len(outs) == len(refs)
+    for o, r in zip(outs, refs):
+        assert o.shape == r.shape and o.dtype == r.dtype, (o, r)
+        a, b = o.numpy().astype(np.float64), r.numpy().astype(np.float64)
+        if r.dtype.is_float:
+            rtol = 4e-3 if r.dtype.name == "float16" else 2e-5
+            scale = max(1.0, float(np.nanmax(np.abs(b))) if b.size else 1.0)
+            np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * scale)
+        else:
+            np.testing.assert_array_equal(a, b)
+
+
+def run_both(fn, *args, schedules=None, target=None):  # type: ignore[no-untyped-def]
+    """(NPU result, CPU result, Compiled) of ``fn`` on ``args``."""
+    kernel = pypto.kernel(fn)
+    compiled = kernel.lower(*args, target=target)
+    if schedules:
+        for i, s in schedules.items():
+            compiled = compiled.with_schedule(i, s)
+    check_programs(compiled)
+    npu = compiled(*args)
+    cpu = compiled.run_reference(*args)
+    return npu, cpu, compiled
+
+
+def check_programs(compiled) -> None:  # type: ignore[no-untyped-def]
+    """Every generated program is race-free and survives print -> parse -> print."""
+    from pypto.codegen.asm import parse
+    from pypto.sim.races import find_races
+
+    for program in compiled.programs:
+        assert find_races(program) == [], find_races(program)
+        text = program.asm()
+        again = parse(text)
+        assert again == program
+        assert again.asm() == text
+
+
+@st.composite
+def random_schedule(draw: st.DrawFn, workload, target) -> Schedule:  # type: ignore[no-untyped-def]
+    """A valid random schedule for ``workload`` (rejection-sampled against validate)."""
+    from pypto.schedule_space.matmul import shape_of
+    from pypto.schedule_space.vector import analyze
+
+    for _ in range(50):
+        if workload.family == "matmul":
+            sh = shape_of(workload)
+            fm, fk, fn = target.fractal(sh.dtype)
+            k0 = fk * draw(st.integers(1, 4))
+            s = Schedule(m1=fm * draw(st.integers(1, 8)), n1=fn * draw(st.integers(1, 8)),
+                         k0=k0, k1=k0 * draw(st.integers(1, 4)),
+                         l1_depth=draw(st.integers(1, 4)), l0_depth=draw(st.integers(1, 4)),
+                         l0c_depth=draw(st.integers(1, 4)), ub_depth=draw(st.integers(1, 4)),
+                         cores=draw(st.integers(1, 6)))
+        else:
+            chain = analyze(workload)
+            # at most ~64 row blocks and 8 column chunks: small tiles, bounded test time
+            tile_cols = chain.cols if chain.needs_full_rows or draw(st.booleans()) else \
+                draw(st.integers(-(-chain.cols // 8), chain.cols))
+            tile_rows = draw(st.integers(-(-chain.rows // 64), max(1, chain.rows)))
+            s = Schedule(tile_rows=tile_rows, tile_cols=tile_cols,
+                         depth=draw(st.integers(1, 4)), cores=draw(st.integers(1, 6)))
+        if not validate(workload, s, target):
+            return s
+    from pypto.schedule_space import default_schedule
+
+    return default_schedule(workload, target)
