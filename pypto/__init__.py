@@ -15,6 +15,7 @@ Importing this package is cheap: Optuna, XGBoost, SQLAlchemy and Plotly load on 
 
 from pypto.errors import (
     AsmError,
+    DeviceError,
     DTypeError,
     KernelError,
     LayoutError,
@@ -65,7 +66,8 @@ from pypto.frontend.tensor import Tensor, full, ones, rand, tensor, zeros
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsmError", "Context", "DTypeError", "Kernel", "KernelError", "LayoutError", "PyptoError",
+    "AsmError", "Context", "DeviceError", "DTypeError", "Kernel", "KernelError", "LayoutError",
+    "PyptoError",
     "ScheduleError", "ShapeError", "SimError", "TargetError", "Tensor", "UnsupportedError",
     "abs", "add", "broadcast_to", "cast", "conv2d", "div", "dot", "exp", "float16", "float32",
     "full", "gelu", "int8", "int32", "kernel", "layernorm", "log", "matmul", "max", "maximum",

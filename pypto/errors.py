@@ -32,6 +32,10 @@ class KernelError(PyptoError, TypeError):
     """A ``@pypto.kernel`` used wrongly: bad arguments or a bad return value."""
 
 
+class DeviceError(PyptoError, ValueError):
+    """An unknown device type or a bad device id in ``pypto.Context``."""
+
+
 class TargetError(PyptoError, ValueError):
     """An unknown target, or a malformed target descriptor file (names the field)."""
 

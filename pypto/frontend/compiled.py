@@ -114,7 +114,7 @@ def pack_outputs(graph: Graph, structure: Any, arrays: list[np.ndarray]) -> Any:
     tensors = []
     for node_id, arr in zip(graph.outputs, arrays):
         node = graph.nodes[node_id]
-        arr = np.ascontiguousarray(arr, dtype=node.dtype.np)
+        arr = np.array(arr, dtype=node.dtype.np, order="C").reshape(node.shape)
         tensors.append(Tensor(arr.shape, dtypes.as_dtype(node.dtype), node.layout, data=arr))
     if structure == "single":
         return tensors[0]

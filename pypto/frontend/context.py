@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from pypto.errors import PyptoError
+from pypto.errors import DeviceError
 
 if TYPE_CHECKING:
     from pypto.targets import Target
@@ -30,10 +30,10 @@ class Context:
     def __init__(self, device_type: str = "npu", device_id: int = 0,
                  target: str | None = None) -> None:
         if device_type not in DEVICE_TYPES:
-            raise PyptoError(f"unknown device_type {device_type!r}: use 'npu' (the simulated "
+            raise DeviceError(f"unknown device_type {device_type!r}: use 'npu' (the simulated "
                              "NPU) or 'cpu' (the NumPy reference)")
         if not isinstance(device_id, int) or isinstance(device_id, bool) or device_id < 0:
-            raise PyptoError(f"device_id must be a non-negative int, got {device_id!r}")
+            raise DeviceError(f"device_id must be a non-negative int, got {device_id!r}")
         self.device_type = device_type
         self.device_id = device_id
         self.target_name = target or DEFAULT_TARGET

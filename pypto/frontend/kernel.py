@@ -37,7 +37,9 @@ class Spec:
 
 def spec(shape: Sequence[int], dtype: Any, layout: str | None = None) -> Spec:
     """Describe an argument without data, for ``kernel.lower(pypto.spec(...), ...)``."""
-    shp = tuple(int(s) for s in shape)
+    from pypto.frontend.tensor import _shape_arg
+
+    shp = _shape_arg(shape)
     return Spec(shp, dtypes.as_dtype(dtype), check_layout(layout, len(shp)))
 
 
@@ -137,6 +139,7 @@ class Kernel:
                     raise KernelError(f"{self.name}: returned a tensor from another trace")
                 t = Tensor(t.shape, t.dtype, graph=graph, node=_node_id(graph, t))
             graph.outputs.append(t._node)  # type: ignore[arg-type]
+        graph.sealed = True
         return graph, structure
 
     def lower(self, *args: Any, target: str | Target | None = None) -> Compiled:
@@ -161,9 +164,12 @@ class Kernel:
             self._cache[key] = compiled
         return compiled
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from pypto.frontend.ops import _symbolic_graph
 
+        if kwargs:
+            raise KernelError(f"{self.name}: pass tensors positionally; keyword arguments "
+                              f"({', '.join(kwargs)}) are not supported")
         if _symbolic_graph(args) is not None:  # called inside another kernel: inline it
             return self.fn(*args)
         if any(isinstance(a, Spec) for a in args):

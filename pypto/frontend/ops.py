@@ -97,6 +97,9 @@ def _node_id(graph: Any, t: Tensor) -> int:
 def _record(op_name: str, inputs: list[Tensor], attrs: dict[str, Any],
             shape: tuple[int, ...], dtype: DType, layout: str = "ND") -> Tensor:
     graph = _symbolic_graph(tuple(inputs))
+    if graph.sealed:
+        raise KernelError("a symbolic tensor escaped its kernel trace and was used afterwards; "
+                          "return it from the kernel to get a concrete tensor")
     ids = tuple(_node_id(graph, t) for t in inputs)
     node = graph.add(op_name, ids, attrs, shape, dtype, layout)
     return Tensor(node.shape, dtype, layout, graph=graph, node=node.id)
@@ -385,9 +388,10 @@ def dot(a: Any, b: Any) -> Tensor:
 
 
 def _pair(name: str, v: Any) -> tuple[int, int]:
-    if isinstance(v, int):
-        return (v, v)
-    if isinstance(v, (tuple, list)) and len(v) == 2 and all(isinstance(i, int) for i in v):
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return (int(v), int(v))
+    if isinstance(v, (tuple, list)) and len(v) == 2 and all(
+            isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in v):
         return (int(v[0]), int(v[1]))
     raise ShapeError(f"conv2d: {name} must be an int or a pair of ints, got {v!r}")
 
@@ -420,8 +424,8 @@ def conv2d(x: Any, weight: Any, stride: Any = 1, padding: Any = 0, dilation: Any
                                        "groups": int(groups)}, shape, _MATMUL_OUT[dt.name],
                   "NCHW")
     if nhwc:
-        out = transpose(out, (0, 2, 3, 1))
-        out.layout = "NHWC"
+        out = _record("transpose", [out], {"axes": (0, 2, 3, 1)},
+                      (shape[0], shape[2], shape[3], shape[1]), out.dtype, "NHWC")
     return out
 
 

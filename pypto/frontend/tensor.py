@@ -198,16 +198,22 @@ def tensor(data: Any, dtype: Any = None, layout: str | None = None) -> Tensor:
         raise DTypeError(f"pypto.tensor(): cannot convert data of NumPy dtype {arr.dtype} "
                          f"to {dt.name}")
     with np.errstate(all="ignore"):
-        arr = np.ascontiguousarray(arr.astype(dt.np))
+        arr = np.array(arr, dtype=dt.np, order="C")  # keeps 0-d arrays 0-d
     return Tensor(arr.shape, dt, check_layout(layout, arr.ndim), data=arr)
+
+
+def _as_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(value)
+    return int(value)
 
 
 def _shape_arg(shape: Any) -> tuple[int, ...]:
     if isinstance(shape, (int, np.integer)):
         shape = (int(shape),)
     try:
-        out = tuple(int(s) for s in shape)
-    except TypeError:
+        out = tuple(_as_int(s) for s in shape)
+    except (TypeError, ValueError):
         raise ShapeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
     if any(s < 0 for s in out):
         raise ShapeError(f"shape {list(out)} has a negative size")
@@ -219,6 +225,8 @@ def full(shape: Any, value: float, dtype: Any = None, layout: str | None = None)
     if dtype is None:
         raise DTypeError("pypto.full() needs an explicit dtype, e.g. dtype='float16'")
     dt = dtypes.as_dtype(dtype)
+    if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
+        raise DTypeError(f"pypto.full(): the fill value must be a number, got {value!r}")
     return tensor(np.full(_shape_arg(shape), value, dtype=dt.np), dtype=dt, layout=layout)
 
 

@@ -49,6 +49,7 @@ class Graph:
     input_names: list[str] = field(default_factory=list)
     outputs: list[int] = field(default_factory=list)
     consts: dict[int, np.ndarray] = field(default_factory=dict)
+    sealed: bool = False  # set when the trace is over: no more nodes
 
     def add(self, op: str, inputs: tuple[int, ...], attrs: dict[str, Any],
             shape: tuple[int, ...], dtype: DType, layout: str = "ND") -> Node:

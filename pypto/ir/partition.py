@@ -207,8 +207,21 @@ class _Partitioner:
         g = self.new_group("vector", space)
         self.add_member(g, n, "col", {i: self.views[o] for i, o in enumerate(n.inputs)})
 
+    def live_nodes(self) -> set[int]:
+        """Nodes the outputs depend on; the rest is dead code and is never lowered."""
+        live, todo = set(), list(self.graph.outputs)
+        while todo:
+            i = todo.pop()
+            if i not in live:
+                live.add(i)
+                todo.extend(self.nodes[i].inputs)
+        return live
+
     def run(self) -> Plan:
+        live = self.live_nodes()
         for n in self.graph.nodes:
+            if n.id not in live and n.op not in ("input", "const"):
+                continue
             if math.prod(n.shape) == 0:
                 raise UnsupportedError(f"{n.op} produces an empty tensor {list(n.shape)}; "
                                        "empty tensors are not supported on the NPU")

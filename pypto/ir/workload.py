@@ -66,7 +66,7 @@ def _canon(value: Any) -> Any:
     raise TypeError(f"attribute value {value!r} has no canonical form")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Workload:
     """A fused kernel: ``family`` (matmul, vector, conv2d), inputs, nodes, outputs."""
 
@@ -130,6 +130,12 @@ class Workload:
         ins = ", ".join(f"{s.dtype}{list(s.shape)}" for s in self.inputs)
         outs = ", ".join(f"{s.dtype}{list(s.shape)}" for s in self.output_specs)
         return f"{self.family} {'+'.join(self.ops)} ({ins}) -> {outs}"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Workload) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
 
     def __repr__(self) -> str:
         return f"Workload<{self.describe()} key={self.key[:12]}>"
