@@ -1,0 +1,74 @@
+"""The roofline bound: a time no schedule can beat, independent of the schedule.
+
+``max(flops / cube peak, vector work / vector peak, compulsory GM bytes / DRAM
+bandwidth)`` over all the cores the target has, plus the launch overhead. Compulsory
+bytes count every input element a workload reads once and every output once.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pypto.codegen.isa import REDUCE, VECTOR, Op
+from pypto.codegen.program import Program
+from pypto.frontend.dtypes import BY_CODE, BY_NAME
+from pypto.ir.workload import Workload
+from pypto.targets import Target
+
+_VECTOR_COST = {"copy": "copy", "cast": "cast", "relu": "relu", "exp": "exp", "log": "ln",
+                "sqrt": "sqrt", "rsqrt": "rsqrt", "reciprocal": "recip", "gelu": "gelu",
+                "sigmoid": "sigmoid", "tanh": "tanh", "abs": "abs", "neg": "neg", "add": "add",
+                "sub": "sub", "mul": "mul", "div": "div", "maximum": "max", "minimum": "min",
+                "add_scalar": "adds", "mul_scalar": "muls", "max_scalar": "maxs",
+                "min_scalar": "mins", "sum": "redsum", "max": "redmax", "min": "redmin"}
+
+
+def _bound(target: Target, cube_cycles: float, vector_cycles: float, gm_bytes: float) -> int:
+    memory = gm_bytes / target.gm_bytes_per_cycle_chip
+    return target.launch_overhead_cycles + math.ceil(max(cube_cycles, vector_cycles, memory))
+
+
+def workload_bound(wl: Workload, target: Target) -> int:
+    """The bound of ``wl`` on ``target`` in cycles (what ``efficiency`` divides)."""
+    cube = vector = 0.0
+    gm = 0
+    for n in wl.nodes:
+        if n.op == "load":
+            footprint = math.prod(d for d, s in zip(n.shape, n.attr("strides")) if s != 0)
+            gm += footprint * BY_NAME[n.dtype].itemsize
+        elif n.op == "matmul":
+            a = wl.nodes[n.args[0]]
+            fm, fk, fn = target.fractal(a.dtype)
+            k = a.shape[-2] if n.attr("transpose_a") else a.shape[-1]
+            macs_per_cycle = target.cube_cores * fm * fk * fn / target.fractal_passes(a.dtype)
+            cube += math.prod(n.shape) * k / macs_per_cycle
+        elif n.op in _VECTOR_COST:
+            src = wl.nodes[n.args[0]]
+            elems = math.prod(src.shape if n.op in ("sum", "max", "min") else n.shape)
+            isz = max(BY_NAME[n.dtype].itemsize, BY_NAME[src.dtype].itemsize)
+            vector += elems * isz * target.vector_op_cost(_VECTOR_COST[n.op])
+    for o in wl.outputs:
+        gm += math.prod(wl.nodes[o].shape) * BY_NAME[wl.nodes[o].dtype].itemsize
+    vector /= target.vector_bytes_per_cycle * target.vector_cores
+    return _bound(target, cube, vector, gm)
+
+
+def program_bound(program: Program, target: Target) -> int:
+    """A bound from the program alone (for hand-written programs): its MMAD and vector
+    work and its tensors' sizes."""
+    cube = vector = 0.0
+    for stream in program.cores:
+        for row in stream:
+            op = Op(int(row["op"]))
+            if op == Op.MMAD:
+                dtype = BY_CODE[int(row["sdtype"])].name
+                fm, fk, fn = target.fractal(dtype)
+                rate = target.cube_cores * fm * fk * fn / target.fractal_passes(dtype)
+                cube += int(row["a_rows"]) * int(row["a_cols"]) * int(row["b_cols"]) / rate
+            elif op in VECTOR:
+                cols = int(row["a_cols"]) if op in REDUCE else int(row["d_cols"])
+                isz = max(BY_CODE[int(row["dtype"])].itemsize, BY_CODE[int(row["sdtype"])].itemsize)
+                vector += int(row["d_rows"]) * cols * isz * target.vector_op_cost(op.name[1:].lower())
+    vector /= target.vector_bytes_per_cycle * target.vector_cores
+    gm = sum(s.size * s.dtype.itemsize for s in program.symbols if s.role in ("in", "out"))
+    return _bound(target, cube, vector, gm)
