@@ -62,12 +62,13 @@ from pypto.frontend.ops import (
     transpose,
 )
 from pypto.frontend.tensor import Tensor, full, ones, rand, tensor, zeros
+from pypto.report.profiler import Profiler
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AsmError", "Context", "DeviceError", "DTypeError", "Kernel", "KernelError", "LayoutError",
-    "PyptoError",
+    "Profiler", "PyptoError",
     "ScheduleError", "ShapeError", "SimError", "TargetError", "Tensor", "UnsupportedError",
     "abs", "add", "broadcast_to", "cast", "conv2d", "div", "dot", "exp", "float16", "float32",
     "full", "gelu", "int8", "int32", "kernel", "layernorm", "log", "matmul", "max", "maximum",

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pypto.frontend.kernel import FusePolicy
     from pypto.ir.workload import Workload
     from pypto.schedule_space import Schedule
+    from pypto.sim.result import SimResult
     from pypto.targets import Target
 
 SOURCES = ("explicit", "tuned", "nearest", "model", "default")
@@ -68,6 +69,34 @@ class Compiled:
         programs[index] = _lower_step(self, index, sched)
         return Compiled(self.name, self.graph, self.structure, self.target, self.plan, schedules,
                         sources, programs)
+
+    def simulate_each(self, *, trace: bool = False, hazards: bool = False) -> list[SimResult]:
+        """One ``SimResult`` per workload (timing only; no numbers are computed)."""
+        from pypto.sim.roofline import workload_bound
+        from pypto.sim.timing import simulate
+
+        return [simulate(p, self.target, bound_cycles=workload_bound(wl, self.target),
+                         trace=trace, hazards=hazards)
+                for wl, p in zip(self.workloads, self.programs)]
+
+    def simulate(self, *, trace: bool = False, hazards: bool = False) -> SimResult:
+        """Time the kernel on the simulated NPU without computing any numbers.
+
+        Workloads run one after another, so their times add up. ``trace`` keeps
+        per-instruction start and end cycles; ``hazards`` checks the timed trace for
+        races between pipes.
+
+        Example:
+            >>> import pypto
+            >>> k = pypto.kernel(lambda a, b: pypto.matmul(a, b))
+            >>> r = k.lower(pypto.spec((256, 256), "float16"),
+            ...             pypto.spec((256, 256), "float16")).simulate()
+            >>> r.cycles >= r.bound_cycles
+            True
+        """
+        from pypto.sim.result import SimResult
+
+        return SimResult.combine(self.simulate_each(trace=trace, hazards=hazards))
 
     def _check_args(self, tensors: Sequence[Any]) -> None:
         if len(tensors) != len(self.plan.inputs):

@@ -186,6 +186,10 @@ class Kernel:
 
             return pack_outputs(graph, structure, outs)
         compiled = self.lower(*args, target=self.target_name or ctx.target)
+        from pypto.report.profiler import active_profilers
+
+        for profiler in active_profilers():
+            profiler.record(compiled)
         return compiled(*tensors)
 
 

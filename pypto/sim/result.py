@@ -99,6 +99,42 @@ class SimResult:
             same = same and np.array_equal(self.trace, other.trace)
         return same
 
+    @staticmethod
+    def combine(results: list[SimResult]) -> SimResult:
+        """Results of kernels launched one after another, as one result: times add up;
+        per-core arrays are padded to the most cores and added; traces are shifted."""
+        if len(results) == 1:
+            return results[0]
+        first = results[0]
+        cores = max(len(r.core_cycles) for r in results)
+
+        def padded(name: str) -> np.ndarray:
+            arrays = [getattr(r, name) for r in results]
+            out = np.zeros((cores, *arrays[0].shape[1:]), dtype=np.int64)
+            for a in arrays:
+                out[: len(a)] += a
+            return out
+
+        traces, offset = [], 0
+        for r in results:
+            if r.trace is not None:
+                t = r.trace.copy()
+                t["start"] += offset
+                t["end"] += offset
+                traces.append(t)
+            offset += r.cycles
+        return SimResult(first.target, first.clock_ghz, sum(r.cycles for r in results),
+                         padded("core_cycles"), padded("pipe_busy"), padded("flag_wait"),
+                         padded("starved"), padded("queue_stall"),
+                         sum((r.path_bytes for r in results), np.zeros_like(first.path_bytes)),
+                         sum(r.l2_hit_bytes for r in results),
+                         sum(r.gm_read_bytes for r in results),
+                         sum(r.gm_write_bytes for r in results),
+                         sum(r.bound_cycles for r in results),
+                         sum(r.instructions for r in results),
+                         [h for r in results for h in r.hazards],
+                         np.concatenate(traces) if len(traces) == len(results) else None)
+
     def summary(self) -> str:
         util = self.utilization()
         top = ", ".join(f"{k} {v:.0%}" for k, v in util.items() if v >= 0.005)

@@ -67,8 +67,10 @@ def program_bound(program: Program, target: Target) -> int:
                 cube += int(row["a_rows"]) * int(row["a_cols"]) * int(row["b_cols"]) / rate
             elif op in VECTOR:
                 cols = int(row["a_cols"]) if op in REDUCE else int(row["d_cols"])
-                isz = max(BY_CODE[int(row["dtype"])].itemsize, BY_CODE[int(row["sdtype"])].itemsize)
-                vector += int(row["d_rows"]) * cols * isz * target.vector_op_cost(op.name[1:].lower())
+                isz = max(BY_CODE[int(row["dtype"])].itemsize,
+                          BY_CODE[int(row["sdtype"])].itemsize)
+                cost = target.vector_op_cost(op.name[1:].lower())
+                vector += int(row["d_rows"]) * cols * isz * cost
     vector /= target.vector_bytes_per_cycle * target.vector_cores
     gm = sum(s.size * s.dtype.itemsize for s in program.symbols if s.role in ("in", "out"))
     return _bound(target, cube, vector, gm)
