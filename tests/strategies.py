@@ -97,7 +97,8 @@ def random_schedule(draw: st.DrawFn, workload, target) -> Schedule:  # type: ign
                 draw(st.integers(-(-chain.cols // 8), chain.cols))
             tile_rows = draw(st.integers(-(-chain.rows // 64), max(1, chain.rows)))
             s = Schedule(tile_rows=tile_rows, tile_cols=tile_cols,
-                         depth=draw(st.integers(1, 4)), cores=draw(st.integers(1, 6)))
+                         depth=draw(st.integers(1, 4)), cores=draw(st.integers(1, 6)),
+                         inplace=draw(st.booleans()))
         if not validate(workload, s, target):
             return s
     from pypto.schedule_space import default_schedule

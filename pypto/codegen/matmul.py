@@ -4,9 +4,11 @@ L1 and L0, MMADs accumulating in L0C, then a drain to GM (or to UB for an epilog
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 from pypto.codegen.isa import F_ACCUMULATE, F_TRANSPOSE, Mem, Op
-from pypto.codegen.place import Arena
+from pypto.codegen.place import Arena, Slots
 from pypto.codegen.program import Operand, StreamBuilder
 from pypto.codegen.vector_chain import ChainEmitter, Tile
 from pypto.frontend.dtypes import BY_NAME
@@ -45,76 +47,146 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     mblocks, nblocks = math.ceil(sh.m / m1), math.ceil(sh.n / n1)
     blocks = [(b, mb, nb) for b in range(batch_n) for mb in range(mblocks)
               for nb in range(nblocks)]
+    ctx = _Ctx(sh, wl, mm_i, in_dt, acc_dt, out_dt, isz, m1, n1, k1, k0, a_l1, b_l1, l0a, l0b,
+               l0c, emitter, gm_in, gm_out)
     streams = []
     for core in range(s["cores"]):
-        sb = StreamBuilder()
-        l1_ctr = l0_ctr = 0
+        chunks = []
         for blk_ctr, (b, mb, nb) in enumerate(blocks[core::s["cores"]]):
-            m_at, n_at = mb * m1, nb * n1
-            mcur, ncur = min(m1, sh.m - m_at), min(n1, sh.n - n_at)
-            a_base = _batch_offset(a_node, b, sh.batch)
-            b_base = _batch_offset(b_node, b, sh.batch)
-            a_rs, a_cs = a_node.attr("strides")[-2:]
-            b_rs, b_cs = b_node.attr("strides")[-2:]
-            c_op = Operand(l0c.mem, l0c.addr(blk_ctr), mcur, ncur, n1)
-            first = True
-            for k_at in range(0, sh.k, k1):
-                kcur = min(k1, sh.k - k_at)
-                a_addr, b_addr = a_l1.addr(l1_ctr), b_l1.addr(l1_ctr)
-                # GM -> L1, as stored (a transposed operand is transposed on the way to L0)
-                if sh.transpose_a:
-                    a_l1_op = Operand(a_l1.mem, a_addr, kcur, mcur, m1)
-                    src = Operand(Mem.GM, a_base + k_at * a_rs + m_at * a_cs, kcur, mcur, a_rs,
-                                  a_cs, gm=gm_in[a_node.attr("input")])
-                else:
-                    a_l1_op = Operand(a_l1.mem, a_addr, mcur, kcur, k1)
-                    src = Operand(Mem.GM, a_base + m_at * a_rs + k_at * a_cs, mcur, kcur, a_rs,
-                                  a_cs, gm=gm_in[a_node.attr("input")])
-                sb.emit(Op.COPY, a_l1_op, src, dtype=in_dt)
-                if sh.transpose_b:
-                    b_l1_op = Operand(b_l1.mem, b_addr, ncur, kcur, k1)
-                    src = Operand(Mem.GM, b_base + n_at * b_rs + k_at * b_cs, ncur, kcur, b_rs,
-                                  b_cs, gm=gm_in[b_node.attr("input")])
-                else:
-                    b_l1_op = Operand(b_l1.mem, b_addr, kcur, ncur, n1)
-                    src = Operand(Mem.GM, b_base + k_at * b_rs + n_at * b_cs, kcur, ncur, b_rs,
-                                  b_cs, gm=gm_in[b_node.attr("input")])
-                sb.emit(Op.COPY, b_l1_op, src, dtype=in_dt)
-                for kk in range(0, kcur, k0):
-                    kkc = min(k0, kcur - kk)
-                    a0 = Operand(l0a.mem, l0a.addr(l0_ctr), mcur, kkc, k0)
-                    b0 = Operand(l0b.mem, l0b.addr(l0_ctr), kkc, ncur, n1)
-                    if sh.transpose_a:
-                        sb.emit(Op.COPY, a0, Operand(a_l1.mem, a_addr + kk * m1 * isz, kkc, mcur,
-                                                     m1), dtype=in_dt, flags=F_TRANSPOSE)
-                    else:
-                        sb.emit(Op.COPY, a0, Operand(a_l1.mem, a_addr + kk * isz, mcur, kkc, k1),
-                                dtype=in_dt)
-                    if sh.transpose_b:
-                        sb.emit(Op.COPY, b0, Operand(b_l1.mem, b_addr + kk * isz, ncur, kkc, k1),
-                                dtype=in_dt, flags=F_TRANSPOSE)
-                    else:
-                        sb.emit(Op.COPY, b0, Operand(b_l1.mem, b_addr + kk * n1 * isz, kkc, ncur,
-                                                     n1), dtype=in_dt)
-                    sb.emit(Op.MMAD, c_op, a0, b0, dtype=acc_dt, sdtype=in_dt,
-                            flags=0 if first else F_ACCUMULATE)
-                    first = False
-                    l0_ctr += 1
-                l1_ctr += 1
-            r0 = b * sh.m + m_at
-            if emitter is None:
-                out = Operand(Mem.GM, r0 * sh.n + n_at, mcur, ncur, sh.n, 1, gm=gm_out[mm_i])
-                sb.emit(Op.COPY, out, c_op, dtype=out_dt, sdtype=acc_dt)
-            else:
-                tile = Tile(r0, mcur, n_at, ncur)
-                sb.emit(Op.COPY, emitter.operand(mm_i, tile, blk_ctr), c_op, dtype=out_dt,
-                        sdtype=acc_dt)
-                if mm_i in gm_out:
-                    emitter.store(sb, mm_i, tile, blk_ctr)
-                emitter.emit_tile(sb, tile, [(n_at, ncur)], blk_ctr, blk_ctr,
-                                  preset=frozenset({mm_i}))
+            ks = list(range(0, sh.k, k1))
+            for j, k_at in enumerate(ks):
+                chunks.append(_Chunk(blk_ctr, b, mb * m1, nb * n1, k_at, min(k1, sh.k - k_at),
+                                     len(chunks), j == 0, j == len(ks) - 1))
+        # Software pipelining: the loads of chunk j + depth - 1 are issued before the
+        # compute of chunk j, so the scalar unit never sits behind compute that waits for
+        # data while the next loads are not yet issued.
+        ahead = s["l1_depth"] - 1
+        sb = StreamBuilder()
+        l0_ctr = 0
+        for j, chunk in enumerate(chunks):
+            first_load = 0 if j == 0 else j + ahead
+            for ld in range(first_load, min(j + ahead, len(chunks) - 1) + 1):
+                ctx.load(sb, chunks[ld])
+            l0_ctr = ctx.compute(sb, chunk, l0_ctr)
         streams.append(sb)
     return streams
+
+
+@dataclass
+class _Chunk:
+    """One K chunk of one output block: what one L1 load of A and B feeds."""
+
+    blk: int       # block counter on this core (L0C and UB slot)
+    batch: int
+    m_at: int
+    n_at: int
+    k_at: int
+    kcur: int
+    index: int     # chunk counter on this core (L1 slot)
+    first: bool    # first chunk of its block (MMAD overwrites L0C)
+    last: bool     # last chunk of its block (then drain)
+
+
+@dataclass
+class _Ctx:
+    sh: Any
+    wl: Workload
+    mm_i: int
+    in_dt: Any
+    acc_dt: Any
+    out_dt: Any
+    isz: int
+    m1: int
+    n1: int
+    k1: int
+    k0: int
+    a_l1: Slots
+    b_l1: Slots
+    l0a: Slots
+    l0b: Slots
+    l0c: Slots
+    emitter: ChainEmitter | None
+    gm_in: dict[int, int]
+    gm_out: dict[int, int]
+
+    def extents(self, c: _Chunk) -> tuple[int, int]:
+        return min(self.m1, self.sh.m - c.m_at), min(self.n1, self.sh.n - c.n_at)
+
+    def load(self, sb: StreamBuilder, c: _Chunk) -> None:
+        """GM -> L1 of A and B, as stored (a transposed operand turns on the way to L0)."""
+        sh, mm = self.sh, self.wl.nodes[self.mm_i]
+        a_node, b_node = self.wl.nodes[mm.args[0]], self.wl.nodes[mm.args[1]]
+        mcur, ncur = self.extents(c)
+        a_base = _batch_offset(a_node, c.batch, sh.batch)
+        b_base = _batch_offset(b_node, c.batch, sh.batch)
+        a_rs, a_cs = a_node.attr("strides")[-2:]
+        b_rs, b_cs = b_node.attr("strides")[-2:]
+        a_addr, b_addr = self.a_l1.addr(c.index), self.b_l1.addr(c.index)
+        a_sym, b_sym = self.gm_in[a_node.attr("input")], self.gm_in[b_node.attr("input")]
+        if sh.transpose_a:
+            dst = Operand(self.a_l1.mem, a_addr, c.kcur, mcur, self.m1)
+            src = Operand(Mem.GM, a_base + c.k_at * a_rs + c.m_at * a_cs, c.kcur, mcur, a_rs,
+                          a_cs, gm=a_sym)
+        else:
+            dst = Operand(self.a_l1.mem, a_addr, mcur, c.kcur, self.k1)
+            src = Operand(Mem.GM, a_base + c.m_at * a_rs + c.k_at * a_cs, mcur, c.kcur, a_rs,
+                          a_cs, gm=a_sym)
+        sb.emit(Op.COPY, dst, src, dtype=self.in_dt)
+        if sh.transpose_b:
+            dst = Operand(self.b_l1.mem, b_addr, ncur, c.kcur, self.k1)
+            src = Operand(Mem.GM, b_base + c.n_at * b_rs + c.k_at * b_cs, ncur, c.kcur, b_rs,
+                          b_cs, gm=b_sym)
+        else:
+            dst = Operand(self.b_l1.mem, b_addr, c.kcur, ncur, self.n1)
+            src = Operand(Mem.GM, b_base + c.k_at * b_rs + c.n_at * b_cs, c.kcur, ncur, b_rs,
+                          b_cs, gm=b_sym)
+        sb.emit(Op.COPY, dst, src, dtype=self.in_dt)
+
+    def compute(self, sb: StreamBuilder, c: _Chunk, l0_ctr: int) -> int:
+        """L1 -> L0A/L0B and MMADs for one chunk; after the block's last chunk, the drain
+        (and the epilogue). Returns the next L0 slot counter."""
+        sh, isz, m1, n1, k0 = self.sh, self.isz, self.m1, self.n1, self.k0
+        mcur, ncur = self.extents(c)
+        a_addr, b_addr = self.a_l1.addr(c.index), self.b_l1.addr(c.index)
+        c_op = Operand(self.l0c.mem, self.l0c.addr(c.blk), mcur, ncur, n1)
+        for kk in range(0, c.kcur, k0):
+            kkc = min(k0, c.kcur - kk)
+            a0 = Operand(self.l0a.mem, self.l0a.addr(l0_ctr), mcur, kkc, k0)
+            b0 = Operand(self.l0b.mem, self.l0b.addr(l0_ctr), kkc, ncur, n1)
+            if sh.transpose_a:
+                sb.emit(Op.COPY, a0, Operand(self.a_l1.mem, a_addr + kk * m1 * isz, kkc, mcur,
+                                             m1), dtype=self.in_dt, flags=F_TRANSPOSE)
+            else:
+                sb.emit(Op.COPY, a0, Operand(self.a_l1.mem, a_addr + kk * isz, mcur, kkc,
+                                             self.k1), dtype=self.in_dt)
+            if sh.transpose_b:
+                sb.emit(Op.COPY, b0, Operand(self.b_l1.mem, b_addr + kk * isz, ncur, kkc,
+                                             self.k1), dtype=self.in_dt, flags=F_TRANSPOSE)
+            else:
+                sb.emit(Op.COPY, b0, Operand(self.b_l1.mem, b_addr + kk * n1 * isz, kkc, ncur,
+                                             n1), dtype=self.in_dt)
+            sb.emit(Op.MMAD, c_op, a0, b0, dtype=self.acc_dt, sdtype=self.in_dt,
+                    flags=0 if (c.first and kk == 0) else F_ACCUMULATE)
+            l0_ctr += 1
+        if c.last:
+            self.drain(sb, c, c_op)
+        return l0_ctr
+
+    def drain(self, sb: StreamBuilder, c: _Chunk, c_op: Operand) -> None:
+        mcur, ncur = self.extents(c)
+        r0 = c.batch * self.sh.m + c.m_at
+        if self.emitter is None:
+            out = Operand(Mem.GM, r0 * self.sh.n + c.n_at, mcur, ncur, self.sh.n, 1,
+                          gm=self.gm_out[self.mm_i])
+            sb.emit(Op.COPY, out, c_op, dtype=self.out_dt, sdtype=self.acc_dt)
+            return
+        tile = Tile(r0, mcur, c.n_at, ncur)
+        sb.emit(Op.COPY, self.emitter.operand(self.mm_i, tile, c.blk), c_op, dtype=self.out_dt,
+                sdtype=self.acc_dt)
+        if self.mm_i in self.gm_out:
+            self.emitter.store(sb, self.mm_i, tile, c.blk)
+        self.emitter.emit_tile(sb, tile, [(c.n_at, ncur)], c.blk, c.blk,
+                               preset=frozenset({self.mm_i}))
 
 
 def _batch_offset(node, b: int, batch: tuple[int, ...]) -> int:  # type: ignore[no-untyped-def]

@@ -16,7 +16,7 @@ from pypto.targets import Target
 
 def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
          gm_out: dict[int, int]) -> list[StreamBuilder]:
-    chain = analyze(wl)
+    chain = analyze(wl, inplace=s["inplace"])
     tr, tc = s["tile_rows"], s["tile_cols"]
     chunked = tc < chain.cols
     ub = target.role("vector")

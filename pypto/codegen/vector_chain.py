@@ -47,8 +47,11 @@ class ChainEmitter:
         self.values = {v.node: v for v in chain.values}
         self.slots: dict[int, Slots] = {}
         for v in chain.values:
-            self.slots[v.node] = ub.alloc(value_bytes(v, tile_rows, tile_cols, ub.alignment),
-                                          depth)
+            if v.alias is None:
+                self.slots[v.node] = ub.alloc(value_bytes(v, tile_rows, tile_cols,
+                                                          ub.alignment), depth)
+            else:
+                self.slots[v.node] = self.slots[v.alias]
         self.acc: dict[int, tuple[Slots, Slots]] = {}
         if chunked:
             for v in chain.values:

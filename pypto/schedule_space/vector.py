@@ -1,6 +1,11 @@
 """Vector workloads (elementwise chains, last-axis reductions, softmax, layernorm):
 the chain analysis, the UB footprint of a tiling, the default tiling and validation.
 
+Knobs: ``tile_rows`` x ``tile_cols`` per tile, ``depth`` UB slots per value (2 =
+double buffering), ``cores``, and ``inplace`` (an elementwise op overwrites its operand's
+buffer when nothing else reads it: less UB, but one buffer then lives through load,
+compute and store, so ``inplace`` with ``depth=1`` serializes the three stages).
+
 Row space: a vector workload's ``space`` ``S`` is viewed as ``R = prod(S[:-1])`` rows of
 ``C = S[-1]`` columns. Column-phase values are ``[rows, cols]`` tiles, row-phase values
 (reduction results) ``[rows, 1]``. A tile covers ``tile_rows`` rows and ``tile_cols``
@@ -37,6 +42,7 @@ class ChainValue:
     col_bcast: bool      # one column serves the whole tile (column stride 0)
     dtype: str
     accumulator: bool = False  # fp32/int32 running reduction over column chunks
+    alias: int | None = None   # computed in place: shares this (root) value's UB slots
 
 
 @dataclass(frozen=True)
@@ -49,7 +55,7 @@ class Chain:
 
 
 def analyze(wl: Workload, space: tuple[int, ...] | None = None,
-            skip: frozenset[int] = frozenset()) -> Chain:
+            skip: frozenset[int] = frozenset(), inplace: bool = False) -> Chain:
     """Phases and UB values of a workload's vector chain (``skip``: nodes not in UB,
     e.g. a matmul's operand loads)."""
     space = tuple(space or wl.attr("space"))
@@ -76,7 +82,39 @@ def analyze(wl: Workload, space: tuple[int, ...] | None = None,
         values.append(ChainValue(i, phase[i], False, False, n.dtype))
     needs_full = any(phase.get(i) == "col" and any(phase.get(a) == "row" for a in n.args)
                      for i, n in enumerate(wl.nodes))
+    if inplace:
+        values = _in_place(wl, values)
     return Chain(space, rows, cols, tuple(values), needs_full)
+
+
+_IN_PLACE_OPS = frozenset({"copy", "relu", "exp", "log", "sqrt", "rsqrt", "reciprocal", "gelu",
+                           "sigmoid", "tanh", "abs", "neg", "add", "sub", "mul", "div",
+                           "maximum", "minimum", "add_scalar", "mul_scalar", "max_scalar",
+                           "min_scalar"})
+
+
+def _in_place(wl: Workload, values: list[ChainValue]) -> list[ChainValue]:
+    """Let an elementwise op write over its first operand's buffer when nothing else
+    reads that operand: less UB, hence bigger tiles (liveness within one tile)."""
+    by_node = {v.node: v for v in values}
+    users: dict[int, int] = {}
+    for n in wl.nodes:
+        for a in set(n.args):
+            users[a] = users.get(a, 0) + 1
+    outputs = set(wl.outputs)
+    out = []
+    for v in values:
+        n = wl.nodes[v.node]
+        src = by_node.get(n.args[0]) if n.args else None
+        if (n.op in _IN_PLACE_OPS and src is not None and users.get(src.node) == 1
+                and src.node not in outputs and src.phase == v.phase
+                and not src.row_bcast and not src.col_bcast and src.dtype == v.dtype
+                and wl.nodes[src.node].op != "matmul"):
+            v = ChainValue(v.node, v.phase, False, False, v.dtype,
+                           alias=src.alias if src.alias is not None else src.node)
+        by_node[v.node] = v
+        out.append(v)
+    return out
 
 
 def _row_space_strides(view_shape: tuple[int, ...], strides: tuple[int, ...],
@@ -107,7 +145,8 @@ def chunked(chain: Chain, tile_cols: int) -> bool:
 
 def footprint(chain: Chain, tile_rows: int, tile_cols: int, depth: int, align: int) -> int:
     """UB bytes the codegen places for this tiling (every value ``depth`` slots)."""
-    total = sum(value_bytes(v, tile_rows, tile_cols, align) * depth for v in chain.values)
+    total = sum(value_bytes(v, tile_rows, tile_cols, align) * depth for v in chain.values
+                if v.alias is None)
     if chunked(chain, tile_cols):  # fp32 partial + accumulator per reduction
         reductions = sum(1 for v in chain.values if v.phase == "row")
         total += reductions * 2 * round_up(tile_rows * 4, align) * depth
@@ -136,14 +175,16 @@ def default(wl: Workload, target: Target) -> Schedule:
         tile_rows *= 2
     tiles = math.ceil(chain.rows / tile_rows) * math.ceil(chain.cols / tile_cols)
     return Schedule(tile_rows=tile_rows, tile_cols=tile_cols, depth=depth,
-                    cores=min(cores, tiles))
+                    cores=min(cores, tiles), inplace=False)
 
 
 def violations(wl: Workload, s: Schedule, target: Target) -> list[str]:
-    chain = analyze(wl)
     out = _require(s, ("tile_rows", "tile_cols", "depth", "cores"))
+    if "inplace" not in s or not isinstance(s["inplace"], bool):
+        out.append("knob 'inplace' must be true or false")
     if out:
         return out
+    chain = analyze(wl, inplace=s["inplace"])
     ub = target.role("vector")
     if not 1 <= s["tile_rows"]:
         out.append(f"tile_rows={s['tile_rows']} must be >= 1")
