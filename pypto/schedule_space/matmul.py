@@ -116,12 +116,13 @@ def violations(wl: Workload, s: Schedule, target: Target) -> list[str]:
 
 
 def default(wl: Workload, target: Target) -> Schedule:
-    """Square-ish 128x128 output blocks (wider when M is small), k0 = 4 fractals,
-    k1 = 4 x k0, double buffering everywhere; shrink until everything fits."""
+    """128 x 256 output blocks (rows of 256 fp16 = 512 B, a full DMA burst), k0 = 4
+    fractals, k1 = 4 x k0, double buffering; shrink (accumulator depth first, then
+    k1, then the block) until everything fits."""
     sh = shape_of(wl)
     fm, fk, fn = target.fractal(sh.dtype)
     m1 = min(128, round_up(sh.m, fm))
-    n1 = min(128 if sh.m >= 128 else 256, round_up(sh.n, fn))
+    n1 = min(256, round_up(sh.n, fn))
     k0 = min(4 * fk, round_up(sh.k, fk))
     k1 = min(4 * k0, round_up(sh.k, k0))
     s = Schedule(m1=m1, n1=n1, k1=k1, k0=k0, l1_depth=2, l0_depth=2, l0c_depth=2,
