@@ -28,7 +28,6 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     sh = shape_of(wl)
     mm_i = next(i for i, n in enumerate(wl.nodes) if n.op == "matmul")
     mm = wl.nodes[mm_i]
-    a_node, b_node = wl.nodes[mm.args[0]], wl.nodes[mm.args[1]]
     in_dt, acc_dt, out_dt = BY_NAME[sh.dtype], BY_NAME[ACC_DTYPE[sh.dtype]], BY_NAME[mm.dtype]
     isz = in_dt.itemsize
     m1, n1, k1, k0 = s["m1"], s["n1"], s["k1"], s["k0"]

@@ -44,9 +44,14 @@ cdef enum:
     K_REDUCE = 8    # cost from d_rows x a_cols
 
 # run() status codes.
-OK = 0
-USE_REFERENCE = 1
-DEADLOCK = 2
+cdef enum:
+    S_OK = 0
+    S_USE_REFERENCE = 1
+    S_DEADLOCK = 2
+
+OK = S_OK
+USE_REFERENCE = S_USE_REFERENCE
+DEADLOCK = S_DEADLOCK
 
 # Limits of the exact domain: every cost below 2**50 cycles, their sum below 2**60, and
 # the byte products of the L2 hit share (eff * hits) below 2**52, exact in a double.
@@ -507,7 +512,7 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
     cdef const int64_t[::1] path_min_burst = tables[7]
     cdef const double[::1] path_row_cycles = tables[8]
     cdef Sim s
-    cdef int64_t ncores = len(cores), total = 0, c, k, g, pc, p, q, status = OK, err = -1
+    cdef int64_t ncores = len(cores), total = 0, c, k, g, pc, p, q, status = S_OK, err = -1
     cdef int64_t issue, start, slot_free, t, end, raised, free_at, complete, cnt, qd, src
     cdef int64_t heap_n = 0
     cdef int kind
@@ -587,7 +592,7 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
                 owner[k] = -1
             err = prepare(&s, code, length, offset, ncores, link, head, tail, owner)
             if err >= 0:
-                status = USE_REFERENCE
+                status = S_USE_REFERENCE
             else:
                 for k in range(ncores * NPIPES):
                     pipe_free[k] = pipe_done[k] = queued[k] = busy[k] = 0
@@ -639,7 +644,7 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
                             record(trace_ptr, g, c, pc, r, start, raised, &core_end[c])
                         elif kind == K_WAIT:
                             if link[g] < 0:
-                                status = DEADLOCK
+                                status = S_DEADLOCK
                                 err = pc
                                 break
                             t = imax(start, raised_at[link[g]])
@@ -670,18 +675,18 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
                         ht[0] = ht[heap_n]
                         hc[0] = hc[heap_n]
                     sift_down(ht, hc, heap_n, 0)
-                if status == OK:
+                if status == S_OK:
                     for c in range(ncores):
                         t = core_end[c]
                         for q in range(NPIPES):
                             t = imax(t, pipe_done[c * NPIPES + q])
                             pipe_busy[c, q] = busy[c * NPIPES + q]
                         core_cycles[c] = t
-        if status == DEADLOCK:
+        if status == S_DEADLOCK:
             return status, c, err, 0, 0, 0
-        if status == USE_REFERENCE:
+        if status == S_USE_REFERENCE:
             return status, -1, err, 0, 0, 0
-        return OK, -1, -1, s.l2_hit_bytes, s.gm_read_bytes, s.gm_write_bytes
+        return S_OK, -1, -1, s.l2_hit_bytes, s.gm_read_bytes, s.gm_write_bytes
     finally:
         free(code)
         free(mem)
