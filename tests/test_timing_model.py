@@ -11,7 +11,6 @@ import pytest
 
 import pypto
 from pypto.schedule_space import Schedule
-from pypto.sim.hazards import find_hazards
 from pypto.sim.result import SimResult
 from pypto.targets import Target, load_target
 

@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING
 
 from pypto.errors import UnsupportedError
 from pypto.schedule_space.schedule import Schedule
+from pypto.schedule_space.space import Space
 
 if TYPE_CHECKING:
     from pypto.ir.workload import Workload
     from pypto.targets import Target
 
-__all__ = ["Schedule", "default_schedule", "validate"]
+__all__ = ["Schedule", "Space", "default_schedule", "space_for", "validate"]
 
 
 def _family(wl: Workload):  # type: ignore[no-untyped-def]
@@ -38,3 +39,8 @@ def default_schedule(wl: Workload, target: Target) -> Schedule:
 def validate(wl: Workload, schedule: Schedule, target: Target) -> list[str]:
     """Every constraint ``schedule`` violates for ``wl`` on ``target`` (empty if valid)."""
     return _family(wl).violations(wl, schedule, target)
+
+
+def space_for(wl: Workload, target: Target) -> Space:
+    """The schedule space of ``wl`` on ``target``."""
+    return _family(wl).space(wl, target)

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pypto.frontend.dtypes import BY_NAME
 from pypto.ir.workload import Workload
 from pypto.schedule_space import vector
 from pypto.schedule_space.schedule import Schedule
+from pypto.schedule_space.space import Axis, Constraint, Space
 from pypto.schedule_space.vector import MAX_DEPTH, round_up
 
 if TYPE_CHECKING:
     from pypto.targets import Target
 
+CORE_GRID = (1, 2, 4, 6, 8, 12, 16, 20, 24, 32, 40, 48)
 KNOBS = ("m1", "n1", "k1", "k0", "l1_depth", "l0_depth", "l0c_depth", "ub_depth", "cores")
 ACC_DTYPE = {"float16": "float32", "float32": "float32", "int8": "int32"}
 
@@ -147,4 +149,95 @@ def default(wl: Workload, target: Target) -> Schedule:
             s = s.replace(ub_depth=1)
         else:
             break
-    return s.replace(cores=min(target.cube_cores, num_blocks(wl, s)))
+    return s.replace(cores=core_choice(min(target.cube_cores, num_blocks(wl, s)),
+                                       target.cube_cores))
+
+
+def core_choice(count: int, available: int) -> int:
+    """The largest core count on the spaces' grid that is at most ``count``."""
+    grid = [c for c in CORE_GRID if c <= available] + [available]
+    return max(c for c in grid if c <= max(1, count))
+
+
+def _sizes(extent: int, unit: int, cap: int) -> tuple[int, ...]:
+    """Tile sizes for an extent: unit x 1, 2, 3, 4, 6, 8, 12, 16, ... up to ``cap``, and
+    the extent rounded up to the unit (one tile) when that is below ``cap``."""
+    full = round_up(extent, unit)
+    steps = sorted({unit * m for m in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)})
+    out = {s for s in steps if s <= min(full, cap)}
+    if full <= cap:
+        out.add(full)
+    return tuple(sorted(out))
+
+
+def space(wl: Workload, target: Target) -> Space:
+    """The matmul schedule space (axes in dependency order; constraints per memory)."""
+    sh = shape_of(wl)
+    fm, fk, fn = target.fractal(sh.dtype)
+    isz = BY_NAME[sh.dtype].itemsize
+    acc_isz = BY_NAME[ACC_DTYPE[sh.dtype]].itemsize
+    k0s = _sizes(sh.k, fk, 16 * fk)
+    k1s = tuple(sorted({k for k in _sizes(sh.k, fk, 128 * fk)} |
+                       {round_up(sh.k, k0) for k0 in k0s if round_up(sh.k, k0) <= 128 * fk}))
+    depths = tuple(range(1, MAX_DEPTH + 1))
+    chain = epilogue_chain(wl)
+    cores = tuple(sorted({c for c in CORE_GRID if c <= target.cube_cores}
+                         | {target.cube_cores}))
+    axes = [
+        Axis("m1", _sizes(sh.m, fm, 512), "output block rows (held in the accumulator)"),
+        Axis("n1", _sizes(sh.n, fn, 512), "output block columns"),
+        Axis("l0c_depth", depths, "accumulator buffers (2+: drain overlaps compute)"),
+        Axis("k0", k0s, "K per MMAD (one L0A/L0B tile)"),
+        Axis("l0_depth", depths, "L0A/L0B buffers"),
+        Axis("k1", k1s, "K per L1 load of A and B"),
+        Axis("l1_depth", depths, "L1 buffers of A and B"),
+        Axis("ub_depth", depths if chain is not None else (2,), "UB buffers of the epilogue"),
+        Axis("cores", cores, "cube cores sharing the output blocks"),
+    ]
+
+    def mem_check(role: str, need: int, what: str) -> list[str]:
+        mem = target.role(role)
+        return [] if need <= mem.capacity else [
+            f"{mem.name}: {what} needs {need} bytes but {mem.name} holds {mem.capacity}"]
+
+    def slot(role: str, nbytes: int) -> int:
+        return round_up(nbytes, target.role(role).alignment)
+
+    def acc(k: dict[str, Any]) -> list[str]:
+        need = k["l0c_depth"] * slot("acc", k["m1"] * k["n1"] * acc_isz)
+        return mem_check("acc", need, f"m1={k['m1']} x n1={k['n1']} x l0c_depth="
+                                      f"{k['l0c_depth']}")
+
+    def l0(k: dict[str, Any]) -> list[str]:
+        d = k["l0_depth"]
+        return mem_check("left", d * slot("left", k["m1"] * k["k0"] * isz),
+                         f"m1={k['m1']} x k0={k['k0']} x l0_depth={d}") + \
+            mem_check("right", d * slot("right", k["k0"] * k["n1"] * isz),
+                      f"k0={k['k0']} x n1={k['n1']} x l0_depth={d}")
+
+    def l1(k: dict[str, Any]) -> list[str]:
+        if k["k1"] % k["k0"]:
+            return [f"k1={k['k1']} must be a multiple of k0={k['k0']}"]
+        need = k["l1_depth"] * (slot("stage", k["m1"] * k["k1"] * isz)
+                                + slot("stage", k["k1"] * k["n1"] * isz))
+        return mem_check("stage", need, f"(m1 + n1) x k1={k['k1']} x l1_depth="
+                                        f"{k['l1_depth']}")
+
+    def ub(k: dict[str, Any]) -> list[str]:
+        need = vector.footprint(chain, k["m1"], k["n1"], k["ub_depth"],  # type: ignore[arg-type]
+                                target.role("vector").alignment)
+        return mem_check("vector", need, f"the epilogue on {k['m1']}x{k['n1']} blocks x "
+                                         f"ub_depth={k['ub_depth']}")
+
+    def core_count(k: dict[str, Any]) -> list[str]:
+        blocks = num_blocks(wl, Schedule(m1=k["m1"], n1=k["n1"]))
+        return [] if k["cores"] <= blocks else [
+            f"cores={k['cores']} exceeds the {blocks} output blocks of {k['m1']}x{k['n1']}"]
+
+    constraints = [Constraint(("m1", "n1", "l0c_depth"), acc),
+                   Constraint(("m1", "n1", "k0", "l0_depth"), l0),
+                   Constraint(("m1", "n1", "k0", "k1", "l1_depth"), l1),
+                   Constraint(("m1", "n1", "cores"), core_count)]
+    if chain is not None:
+        constraints.append(Constraint(("m1", "n1", "ub_depth"), ub))
+    return Space(wl, target, axes, constraints, lambda: default(wl, target))

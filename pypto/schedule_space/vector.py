@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pypto.frontend.dtypes import BY_NAME
 from pypto.ir.workload import Workload
 from pypto.schedule_space.schedule import Schedule
+from pypto.schedule_space.space import Axis, Constraint, Space
 
 if TYPE_CHECKING:
     from pypto.targets import Target
 
 MAX_DEPTH = 4
+MAX_TILE_ROWS = 4096
 
 
 def round_up(x: int, m: int) -> int:
@@ -170,12 +172,14 @@ def default(wl: Workload, target: Target) -> Schedule:
                                                ub.alignment) > ub.capacity:
                 tile_cols //= 2
     tile_rows = 1
-    while tile_rows * 2 <= per_core_rows and footprint(
+    while tile_rows * 2 <= min(per_core_rows, MAX_TILE_ROWS) and footprint(
             chain, tile_rows * 2, tile_cols, depth, ub.alignment) <= ub.capacity // 2:
         tile_rows *= 2
     tiles = math.ceil(chain.rows / tile_rows) * math.ceil(chain.cols / tile_cols)
+    from pypto.schedule_space.matmul import core_choice
+
     return Schedule(tile_rows=tile_rows, tile_cols=tile_cols, depth=depth,
-                    cores=min(cores, tiles), inplace=False)
+                    cores=core_choice(min(cores, tiles), cores), inplace=False)
 
 
 def violations(wl: Workload, s: Schedule, target: Target) -> list[str]:
@@ -212,3 +216,51 @@ def _require(s: Schedule, knobs: tuple[str, ...]) -> list[str]:
     out += [f"{k}={s[k]!r} must be an int" for k in knobs if k in s and
             (not isinstance(s[k], int) or isinstance(s[k], bool))]
     return out
+
+
+def space(wl: Workload, target: Target) -> Space:
+    """The vector schedule space: tile shape, buffers, cores, in-place."""
+    chain = analyze(wl)
+    ub = target.role("vector")
+    rows = tuple(sorted({1 << i for i in range(chain.rows.bit_length())
+                         if 1 << i <= MAX_TILE_ROWS}
+                        | ({chain.rows} if chain.rows <= MAX_TILE_ROWS else set())))
+    cols = {chain.cols}
+    if not chain.needs_full_rows:
+        cols |= {1 << i for i in range(5, chain.cols.bit_length()) if 1 << i < chain.cols}
+    from pypto.schedule_space.matmul import CORE_GRID
+
+    cores = tuple(sorted({c for c in CORE_GRID if c <= target.vector_cores}
+                         | {target.vector_cores}))
+    axes = [
+        Axis("inplace", (False, True), "elementwise ops overwrite their operand's buffer"),
+        Axis("depth", tuple(range(1, MAX_DEPTH + 1)), "UB slots per value (2: ping-pong)"),
+        Axis("tile_cols", tuple(sorted(cols)), "columns per tile (the row length unless "
+                                               "a long row is split)"),
+        Axis("tile_rows", rows, "rows per tile"),
+        Axis("cores", cores, "vector cores sharing the tiles"),
+    ]
+
+    def fits(k: dict[str, Any]) -> list[str]:
+        c = analyze(wl, inplace=k["inplace"])
+        need = footprint(c, k["tile_rows"], k["tile_cols"], k["depth"], ub.alignment)
+        return [] if need <= ub.capacity else [
+            f"{ub.name}: tile_rows={k['tile_rows']} x tile_cols={k['tile_cols']} x depth="
+            f"{k['depth']} needs {need} bytes but {ub.name} holds {ub.capacity}"]
+
+    def core_count(k: dict[str, Any]) -> list[str]:
+        tiles = math.ceil(chain.rows / k["tile_rows"]) * math.ceil(chain.cols / k["tile_cols"])
+        return [] if k["cores"] <= tiles else [
+            f"cores={k['cores']} exceeds the {tiles} tiles"]
+
+    analyze_cache = {False: analyze(wl, inplace=False), True: analyze(wl, inplace=True)}
+
+    def fits_cached(k: dict[str, Any]) -> list[str]:
+        c = analyze_cache[k["inplace"]]
+        need = footprint(c, k["tile_rows"], k["tile_cols"], k["depth"], ub.alignment)
+        return [] if need <= ub.capacity else fits(k)
+
+    return Space(wl, target, axes, [
+        Constraint(("inplace", "depth", "tile_cols", "tile_rows"), fits_cached),
+        Constraint(("tile_cols", "tile_rows", "cores"), core_count)],
+        lambda: default(wl, target))

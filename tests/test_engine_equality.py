@@ -1,0 +1,400 @@
+"""The Cython timing engine (``pypto.sim.fast``) gives exactly the reference engine's
+results (``pypto.sim.reference``, the specification): on programs from codegen with
+random shapes and schedules, on random hand-built instruction streams, on deadlocks and
+on programs only the reference handles. Every simulated program also meets the timing
+invariants."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pypto
+from pypto.codegen.isa import BINARY, F_TRANSPOSE, INSTR, REDUCE, SCALAR_IMM, UNARY, Mem, Op, Pipe
+from pypto.codegen.program import COPY_PIPE, Operand, Program, StreamBuilder, Symbol
+from pypto.codegen.sync import insert_sync
+from pypto.errors import SimError
+from pypto.frontend.dtypes import BY_CODE, float16, float32, int8, int32
+from pypto.sim import fast, reference
+from pypto.sim.hazards import find_hazards
+from pypto.sim.result import TRACE, SimResult
+from pypto.sim.roofline import program_bound, workload_bound
+from pypto.targets import Target, load_target
+from tests.strategies import broadcastable_to, random_schedule
+
+SETTINGS = settings(max_examples=25, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def _stress_target() -> Target:
+    """ascend910b with a 2-set L2 (evictions), 2-deep queues (queue stalls), a slow DRAM,
+    fractional rates and per-row costs on every path: every rule gets exercised."""
+    data = load_target("ascend910b").to_dict()
+    data["target"]["name"] = "stress"
+    data["l2"].update(bytes=16384, read_bytes_per_cycle=37.3, hit_latency=7, miss_latency=90)
+    data["sync"]["queue_depth"] = 2
+    data["gm"]["chip_bytes_per_cycle"] = 11.7
+    data["vector"]["bytes_per_cycle"] = 96.5
+    for i, path in enumerate(data["paths"].values()):
+        path.update(bytes_per_cycle=path["bytes_per_cycle"] / 3.1, row_cycles=0.37 * (i % 3),
+                    min_burst=64 if i % 2 else 512)
+    return Target.from_dict(data, "engine stress target")
+
+
+TARGETS = {name: load_target(name) for name in ("ascend910b", "ascend310")}
+ALL_TARGETS = {**TARGETS, "stress": _stress_target()}
+
+
+def check_same(program: Program, target: Target, bound: int) -> SimResult:
+    """Both engines agree (with and without a trace); the invariants hold."""
+    want = reference.simulate(program, target, bound, trace=True)
+    got = fast.simulate(program, target, bound, trace=True)
+    assert got.trace is not None and got.trace.dtype == TRACE
+    assert got.same_timing(want), _difference(got, want)
+    assert np.array_equal(got.trace, want.trace)
+    for name in ("cycles", "l2_hit_bytes", "gm_read_bytes", "gm_write_bytes"):
+        assert type(getattr(got, name)) is int, name
+    plain = fast.simulate(program, target, bound)
+    assert plain.trace is None and plain.same_timing(want)
+    again = fast.simulate(program, target, bound, trace=True)
+    assert again.same_timing(got) and np.array_equal(again.trace, got.trace)  # deterministic
+    assert got.cycles >= bound
+    assert (got.pipe_busy <= got.cycles).all()
+    return got
+
+
+def _difference(got: SimResult, want: SimResult) -> str:
+    fields = ("cycles", "core_cycles", "pipe_busy", "flag_wait", "starved", "queue_stall",
+              "path_bytes", "l2_hit_bytes", "gm_read_bytes", "gm_write_bytes")
+    return "; ".join(f"{f}: {getattr(got, f)} != {getattr(want, f)}" for f in fields
+                     if not np.array_equal(getattr(got, f), getattr(want, f)))
+
+
+# -- programs from codegen --------------------------------------------------------------
+
+
+def check_compiled(data: st.DataObject, fn, *specs, target: str) -> None:  # type: ignore[no-untyped-def]
+    """Both engines agree on ``fn``'s programs, default and randomly scheduled."""
+    compiled = pypto.kernel(fn).lower(*specs, target=TARGETS[target])
+    if data.draw(st.booleans(), label="random schedule"):
+        for i, wl in enumerate(compiled.workloads):
+            compiled = compiled.with_schedule(i, data.draw(random_schedule(wl, compiled.target)))
+    for wl, program in zip(compiled.workloads, compiled.programs):
+        result = check_same(program, compiled.target, workload_bound(wl, compiled.target))
+        assert find_hazards(program, result.trace) == []
+
+
+targets = st.sampled_from(sorted(TARGETS))
+
+
+@SETTINGS
+@given(st.data(), st.integers(1, 150), st.integers(1, 150), st.integers(1, 200),
+       st.sampled_from(["float16", "float32", "int8"]), st.booleans(), st.booleans(), targets)
+def test_matmul(data, m, n, k, dtype, ta, tb, target):
+    a = pypto.spec((k, m) if ta else (m, k), dtype)
+    b = pypto.spec((n, k) if tb else (k, n), dtype)
+    check_compiled(data, lambda x, y: pypto.matmul(x, y, transpose_a=ta, transpose_b=tb), a, b,
+                   target=target)
+
+
+@SETTINGS
+@given(st.data(), st.integers(1, 3), st.integers(1, 40), st.integers(1, 40), st.integers(1, 40),
+       st.booleans(), targets)
+def test_batched_matmul_with_epilogue(data, batch, m, n, k, relu, target):
+    a, b = pypto.spec((batch, m, k), "float16"), pypto.spec((k, n), "float16")
+
+    def fn(x, y):  # type: ignore[no-untyped-def]
+        out = pypto.matmul(x, y)
+        return pypto.relu(out) * 0.5 if relu else out
+
+    check_compiled(data, fn, a, b, target=target)
+
+
+@SETTINGS
+@given(st.data(), st.lists(st.integers(1, 48), min_size=1, max_size=3).map(tuple),
+       st.sampled_from(["float16", "float32"]),
+       st.lists(st.sampled_from(["exp", "relu", "tanh", "neg", "sigmoid"]), min_size=1,
+                max_size=3), targets)
+def test_elementwise_chains_with_broadcasting(data, shape, dtype, unary, target):
+    other = data.draw(broadcastable_to(shape))
+
+    def fn(x, y):  # type: ignore[no-untyped-def]
+        v = x
+        for name in unary:
+            v = getattr(pypto, name)(v) + y
+        return v * 2.0 - x
+
+    check_compiled(data, fn, pypto.spec(shape, dtype), pypto.spec(other, dtype), target=target)
+
+
+@SETTINGS
+@given(st.data(), st.lists(st.integers(1, 40), min_size=1, max_size=3).map(tuple),
+       st.sampled_from(["sum", "max", "mean"]), st.sampled_from(["float16", "float32"]),
+       st.booleans(), targets)
+def test_reductions(data, shape, op, dtype, keepdims, target):
+    axis = data.draw(st.one_of(st.none(), st.integers(-len(shape), len(shape) - 1)))
+    check_compiled(data, lambda a: getattr(pypto, op)(a, axis=axis, keepdims=keepdims),
+                   pypto.spec(shape, dtype), target=target)
+
+
+@SETTINGS
+@given(st.data(), st.lists(st.integers(1, 40), min_size=1, max_size=3).map(tuple),
+       st.sampled_from(["float16", "float32"]), targets)
+def test_softmax_and_layernorm(data, shape, dtype, target):
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    specs = (pypto.spec(shape, dtype), pypto.spec(shape[-1:], dtype),
+             pypto.spec(shape[-1:], dtype))
+    check_compiled(data, lambda a, g, b: (pypto.softmax(a, axis=axis), pypto.layernorm(a, g, b)),
+                   *specs, target=target)
+
+
+def test_default_gemm_1024_on_both_targets():
+    for target in TARGETS.values():
+        compiled = pypto.kernel(lambda a, b: pypto.matmul(a, b)).lower(
+            pypto.spec((1024, 1024), "float16"), pypto.spec((1024, 1024), "float16"),
+            target=target)
+        check_same(compiled.programs[0], target, workload_bound(compiled.workloads[0], target))
+
+
+# -- random hand-built instruction streams ----------------------------------------------
+
+# Per-core capacities both packaged targets have (timing does not check them; the sync
+# pass and the hazard check use the addresses).
+CAPACITY = {Mem.L1: 1 << 19, Mem.L0A: 1 << 16, Mem.L0B: 1 << 16, Mem.L0C: 1 << 17,
+            Mem.UB: 3 << 16}
+DTYPES = (float16, float32, int8, int32)
+COPY_PATHS = sorted(COPY_PIPE)
+VECTOR_OPS = sorted(BINARY | SCALAR_IMM | UNARY | REDUCE | {Op.VDUP})
+
+
+@st.composite
+def on_chip(draw: st.DrawFn, mem: Mem, rows: int, cols: int, isz: int) -> Operand:
+    """A region of ``mem``: contiguous rows, padded rows, element-strided or broadcast."""
+    rs = draw(st.sampled_from([cols, cols + draw(st.integers(1, 9)), 0, 1]))
+    cs = draw(st.sampled_from([1, 1, 1, 2, 3, 0]))
+    span = ((rows - 1) * max(rs, 0) + (cols - 1) * cs + 1) * isz
+    top = max(0, CAPACITY[mem] - span) // 32
+    return Operand(mem, 32 * draw(st.integers(0, top)), rows, cols, rs, cs)
+
+
+@st.composite
+def gm_operand(draw: st.DrawFn, symbols: list[Symbol], rows: int, cols: int) -> Operand:
+    """A region of a GM tensor: any strides (0 broadcasts), odd offsets; sometimes the
+    builder's default ``gm=-1`` (the reference indexes the last symbol) or a negative
+    offset (negative lines)."""
+    index = draw(st.integers(-1, len(symbols) - 1))
+    size = symbols[index].size
+    rs = draw(st.sampled_from([cols, 0, cols + draw(st.integers(1, 40)), 1, 2 * cols,
+                               draw(st.integers(1, 300))]))
+    cs = draw(st.sampled_from([1, 1, 0, 2, 3, draw(st.integers(4, 70))]))
+    addr = draw(st.one_of(st.integers(0, size), st.integers(-600, -1)))
+    return Operand(Mem.GM, addr, rows, cols, rs, cs, gm=index)
+
+
+@st.composite
+def instruction(draw: st.DrawFn, b: StreamBuilder, symbols: list[Symbol]) -> None:
+    kind = draw(st.sampled_from(["copy"] * 5 + ["mmad"] * 2 + ["vector"] * 3 +
+                                ["barrier", "nop"]))
+    if kind == "barrier":
+        b.emit(Op.BARRIER)
+    elif kind == "nop":
+        b.emit(Op.NOP)
+    elif kind == "copy":
+        src, dst = draw(st.sampled_from(COPY_PATHS))
+        dtype = draw(st.sampled_from(DTYPES))
+        rows, cols = draw(st.integers(1, 24)), draw(st.integers(1, 80))
+        flags = F_TRANSPOSE if src != Mem.GM and dst != Mem.GM and draw(st.booleans()) else 0
+        srows, scols = (cols, rows) if flags else (rows, cols)
+        a = draw(gm_operand(symbols, srows, scols) if src == Mem.GM
+                 else on_chip(src, srows, scols, dtype.itemsize))
+        d = draw(gm_operand(symbols, rows, cols) if dst == Mem.GM
+                 else on_chip(dst, rows, cols, dtype.itemsize))
+        b.emit(Op.COPY, d, a, dtype=dtype, flags=flags)
+    elif kind == "mmad":
+        sdtype = draw(st.sampled_from([float16, float32, int8]))
+        m, k, n = (draw(st.integers(1, 64)) for _ in range(3))
+        b.emit(Op.MMAD, draw(on_chip(Mem.L0C, m, n, 4)), draw(on_chip(Mem.L0A, m, k, 2)),
+               draw(on_chip(Mem.L0B, k, n, 2)), dtype=int32 if sdtype == int8 else float32,
+               sdtype=sdtype, flags=draw(st.sampled_from([0, 2])))
+    else:
+        op = draw(st.sampled_from(VECTOR_OPS))
+        dtype, sdtype = draw(st.sampled_from(DTYPES)), draw(st.sampled_from(DTYPES))
+        rows, cols = draw(st.integers(1, 16)), draw(st.integers(1, 200))
+        d = draw(on_chip(Mem.UB, rows, 1 if op in REDUCE else cols, dtype.itemsize))
+        srcs = [draw(on_chip(Mem.UB, rows, cols, sdtype.itemsize))
+                for _ in range(2 if op in BINARY else 0 if op == Op.VDUP else 1)]
+        b.emit(op, d, *srcs, dtype=dtype, sdtype=sdtype, imm=1.5)
+
+
+@st.composite
+def core_stream(draw: st.DrawFn, symbols: list[Symbol], event_ids: int) -> np.ndarray:
+    b = StreamBuilder()
+    for _ in range(draw(st.integers(0, 40))):
+        draw(instruction(b, symbols))
+    rows = insert_sync(b.rows, event_ids)
+    # extra SET/WAIT pairs, the set first: several may be pending on one key at a time
+    for _ in range(draw(st.integers(0, 4))):
+        src, dst = draw(st.sampled_from([(Pipe.MTE2, Pipe.VEC), (Pipe.VEC, Pipe.MTE3),
+                                         (Pipe.MTE1, Pipe.CUBE), (Pipe.CUBE, Pipe.FIX)]))
+        event = draw(st.integers(0, 2))
+        i = draw(st.integers(0, len(rows)))
+        j = draw(st.integers(i, len(rows)))
+        flag = StreamBuilder()
+        flag.emit(Op.SET_FLAG, pipe=src, pipe2=dst, event=event)
+        flag.emit(Op.WAIT_FLAG, pipe=dst, pipe2=src, event=event)
+        rows = rows[:i] + [flag.rows[0]] + rows[i:j] + [flag.rows[1]] + rows[j:]
+    return np.array(rows, dtype=INSTR) if rows else np.zeros(0, dtype=INSTR)
+
+
+@st.composite
+def random_programs(draw: st.DrawFn, target: Target) -> Program:
+    symbols = [Symbol(f"t{i}", draw(st.sampled_from(DTYPES)),
+                      (draw(st.integers(1, 64)), draw(st.integers(1, 3000))), "tmp")
+               for i in range(draw(st.integers(1, 4)))]
+    ncores = draw(st.integers(1, min(4, target.cube_cores)))
+    cores = tuple(draw(core_stream(symbols, target.event_ids)) for _ in range(ncores))
+    return Program("random", target.name, tuple(symbols), cores)
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.data(), st.sampled_from(sorted(ALL_TARGETS)))
+def test_random_streams(data, target_name):
+    target = ALL_TARGETS[target_name]
+    program = data.draw(random_programs(target))
+    check_same(program, target, program_bound(program, target))
+
+
+# -- deadlocks and programs only the reference handles ------------------------------------
+
+
+def _program(*streams: StreamBuilder, symbols: tuple[Symbol, ...] = ()) -> Program:
+    return Program("hand", "ascend910b", symbols, tuple(s.array() for s in streams))
+
+
+def _copy_in(b: StreamBuilder, rows: int = 16) -> None:
+    b.emit(Op.COPY, Operand(Mem.UB, 0, rows, 64, 64), Operand(Mem.GM, 0, rows, 64, 64, gm=0),
+           dtype=float16)
+
+
+SYMBOLS = (Symbol("x", float16, (64, 64), "in"),)
+
+
+def _raised(engine, program: Program) -> BaseException:  # type: ignore[no-untyped-def]
+    with pytest.raises(Exception) as info:
+        engine.simulate(program, TARGETS["ascend910b"], 0, trace=True)
+    return info.value
+
+
+def assert_same_error(program: Program, kind: type[BaseException]) -> str:
+    want, got = _raised(reference, program), _raised(fast, program)
+    assert type(want) is type(got) is kind
+    assert str(got) == str(want)
+    return str(got)
+
+
+def test_wait_before_its_set_deadlocks_in_both():
+    ok, bad = StreamBuilder(), StreamBuilder()
+    _copy_in(ok)
+    _copy_in(bad)
+    bad.emit(Op.WAIT_FLAG, pipe=Pipe.VEC, pipe2=Pipe.MTE2, event=3)
+    bad.emit(Op.SET_FLAG, pipe=Pipe.MTE2, pipe2=Pipe.VEC, event=3)
+    message = assert_same_error(_program(ok, bad, symbols=SYMBOLS), SimError)
+    assert "core 1, instruction 1" in message and "MTE2->VEC event 3" in message
+
+
+def test_wait_without_a_set_deadlocks_in_both():
+    b = StreamBuilder()
+    b.emit(Op.SET_FLAG, pipe=Pipe.MTE2, pipe2=Pipe.VEC, event=1)
+    b.emit(Op.WAIT_FLAG, pipe=Pipe.VEC, pipe2=Pipe.MTE2, event=1)
+    b.emit(Op.WAIT_FLAG, pipe=Pipe.VEC, pipe2=Pipe.MTE2, event=1)  # the second has no set
+    assert "instruction 2" in assert_same_error(_program(b), SimError)
+
+
+def test_first_deadlock_reached_is_the_one_reported():
+    """Core 1 reaches its bad wait first (core 0 stalls behind a long copy queue)."""
+    slow, fast_core = StreamBuilder(), StreamBuilder()
+    for _ in range(40):
+        _copy_in(slow, rows=64)
+    slow.emit(Op.WAIT_FLAG, pipe=Pipe.MTE2, pipe2=Pipe.VEC, event=0)
+    for _ in range(5):
+        fast_core.emit(Op.NOP)
+    fast_core.emit(Op.WAIT_FLAG, pipe=Pipe.VEC, pipe2=Pipe.CUBE, event=0)
+    assert "core 1, instruction 5" in assert_same_error(
+        _program(slow, fast_core, symbols=SYMBOLS), SimError)
+
+
+def test_invalid_programs_fail_alike():
+    """What the engine leaves to the reference raises the reference's errors."""
+    no_path = StreamBuilder()   # GM -> L0A: ascend910b has no such path
+    no_path.emit(Op.COPY, Operand(Mem.L0A, 0, 16, 16, 16), Operand(Mem.GM, 0, 16, 16, 16, gm=0),
+                 dtype=float16, pipe=Pipe.MTE2)
+    assert "no data path GM->L0A" in assert_same_error(_program(no_path, symbols=SYMBOLS),
+                                                       pypto.TargetError)
+    empty_read = StreamBuilder()  # a GM read of no lines: the reference divides by zero
+    empty_read.emit(Op.COPY, Operand(Mem.UB, 0, 0, 8, 8), Operand(Mem.GM, 0, 0, 8, 8, 2, gm=0),
+                    dtype=float16)
+    assert_same_error(_program(empty_read, symbols=SYMBOLS), ZeroDivisionError)
+    bad_dtype = StreamBuilder()
+    bad_dtype.emit(Op.MMAD, Operand(Mem.L0C, 0, 16, 16, 16), Operand(Mem.L0A, 0, 16, 16, 16),
+                   Operand(Mem.L0B, 0, 16, 16, 16), dtype=float32, sdtype=int32)
+    assert_same_error(_program(bad_dtype), pypto.TargetError)
+
+
+def test_huge_sizes_are_left_to_the_reference():
+    """A vector op of (2**31 - 1)**2 float32 elements: its byte count overflows an int64,
+    so the reference engine (with Python integers) times it."""
+    b = StreamBuilder()
+    b.emit(Op.VADD, *(Operand(Mem.UB, 0, 2**31 - 1, 2**31 - 1, 0, 0) for _ in range(3)),
+           dtype=float32)
+    program = _program(b)
+    target = TARGETS["ascend910b"]
+    want, got = reference.simulate(program, target, 0), fast.simulate(program, target, 0)
+    assert got.same_timing(want) and got.cycles > 2**55
+
+
+def test_empty_programs():
+    for program in (Program("none", "t", (), ()), _program(StreamBuilder(), StreamBuilder())):
+        got = check_same(program, TARGETS["ascend310"], 0)
+        assert got.cycles == TARGETS["ascend310"].launch_overhead_cycles
+
+
+def test_hand_computed_single_copy():
+    """One 16x64 fp16 GM read (2 KiB, 4 cold lines), by the rules of the reference."""
+    b = StreamBuilder()
+    _copy_in(b)
+    target = TARGETS["ascend910b"]
+    path = target.path("GM", "UB")
+    got = check_same(_program(b, symbols=SYMBOLS), target, 0)
+    occupy = math.ceil(2048 / path.bytes_per_cycle)   # all misses: at the path's GM rate
+    dram = math.ceil(2048 / target.gm_bytes_per_cycle_chip)
+    end = max(occupy, dram) + path.latency + target.l2_miss_latency
+    assert got.cycles == target.launch_overhead_cycles + end
+    assert (got.gm_read_bytes, got.l2_hit_bytes) == (2048, 0)
+    assert got.trace.tolist() == [(0, 0, Pipe.MTE2, Op.COPY, 0, end)]
+
+
+# -- the guarded import -----------------------------------------------------------------
+
+
+def test_extension_is_built_and_used():
+    from pypto.sim import timing
+
+    assert timing.engine_name() == "cython"
+    assert BY_CODE  # the engine's dtype table comes from here
+
+
+def test_importing_pypto_does_not_load_the_engine():
+    probe = ("import sys, pypto, pypto.sim.timing, pypto.sim.fast; "
+             "print('pypto.sim._engine' in sys.modules)")
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True,
+                         text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "False"
