@@ -44,8 +44,8 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
                                gm_in, gm_out, chunked=False)
     batch_n = math.prod(sh.batch)
     mblocks, nblocks = math.ceil(sh.m / m1), math.ceil(sh.n / n1)
-    blocks = [(b, mb, nb) for b in range(batch_n) for mb in range(mblocks)
-              for nb in range(nblocks)]
+    blocks = block_order(batch_n, mblocks, nblocks, s.get("block_order", "mn"),
+                         s.get("swizzle", 1))
     ctx = _Ctx(sh, wl, mm_i, in_dt, acc_dt, out_dt, isz, m1, n1, k1, k0, a_l1, b_l1, l0a, l0b,
                l0c, emitter, gm_in, gm_out)
     streams = []
@@ -186,6 +186,22 @@ class _Ctx:
             self.emitter.store(sb, self.mm_i, tile, c.blk)
         self.emitter.emit_tile(sb, tile, [(c.n_at, ncur)], c.blk, c.blk,
                                preset=frozenset({self.mm_i}))
+
+
+def block_order(batch: int, mblocks: int, nblocks: int, order: str,
+                swizzle: int) -> list[tuple[int, int, int]]:
+    """Output blocks in the order cores take them (round robin). ``order`` "mn" walks
+    n fastest, "nm" walks m fastest; ``swizzle`` groups that many rows (or columns) of
+    blocks so that cores running at the same time share A and B panels in L2."""
+    outer, inner = (mblocks, nblocks) if order == "mn" else (nblocks, mblocks)
+    out = []
+    for b in range(batch):
+        for group in range(0, outer, swizzle):
+            width = min(swizzle, outer - group)
+            for i in range(inner):
+                for o in range(group, group + width):
+                    out.append((b, o, i) if order == "mn" else (b, i, o))
+    return out
 
 
 def _batch_offset(node, b: int, batch: tuple[int, ...]) -> int:  # type: ignore[no-untyped-def]

@@ -177,6 +177,13 @@ class Kernel:
                               f"{self.name}.lower(...) to compile without running")
         ctx = current_context()
         tensors = [a for a in args if isinstance(a, Tensor)]
+        from pypto.frontend.capture import active
+
+        capturing = active()
+        if capturing is not None and ctx.device_type == "npu":
+            compiled = self.lower(*args, target=self.target_name or ctx.target)
+            capturing.calls.append(compiled)
+            return compiled.run_reference(*tensors)
         if ctx.device_type == "cpu":
             graph, structure = self.trace(*args)
             from pypto.ir.reference import evaluate

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from pypto.targets import Target
 
 CORE_GRID = (1, 2, 4, 6, 8, 12, 16, 20, 24, 32, 40, 48)
-KNOBS = ("m1", "n1", "k1", "k0", "l1_depth", "l0_depth", "l0c_depth", "ub_depth", "cores")
+KNOBS = ("m1", "n1", "k1", "k0", "l1_depth", "l0_depth", "l0c_depth", "ub_depth", "cores",
+         "block_order", "swizzle")
 ACC_DTYPE = {"float16": "float32", "float32": "float32", "int8": "int32"}
 
 
@@ -89,7 +90,9 @@ def num_blocks(wl: Workload, s: Schedule) -> int:
 
 
 def violations(wl: Workload, s: Schedule, target: Target) -> list[str]:
-    out = vector._require(s, KNOBS)
+    out = vector._require(s, tuple(k for k in KNOBS if k != "block_order"))
+    if "block_order" not in s:
+        out.append("missing knob 'block_order'")
     if out:
         return out
     sh = shape_of(wl)
@@ -103,6 +106,10 @@ def violations(wl: Workload, s: Schedule, target: Target) -> list[str]:
     for knob in ("l1_depth", "l0_depth", "l0c_depth", "ub_depth"):
         if not 1 <= s[knob] <= MAX_DEPTH:
             out.append(f"{knob}={s[knob]} must be in 1..{MAX_DEPTH}")
+    if s["block_order"] not in ("mn", "nm"):
+        out.append(f"block_order={s['block_order']!r} must be 'mn' or 'nm'")
+    if s["swizzle"] < 1:
+        out.append(f"swizzle={s['swizzle']} must be >= 1")
     if not 1 <= s["cores"] <= target.cube_cores:
         out.append(f"cores={s['cores']} must be in 1..{target.cube_cores} "
                    f"({target.name} has {target.cube_cores} cube cores)")
@@ -128,7 +135,7 @@ def default(wl: Workload, target: Target) -> Schedule:
     k0 = min(4 * fk, round_up(sh.k, fk))
     k1 = min(4 * k0, round_up(sh.k, k0))
     s = Schedule(m1=m1, n1=n1, k1=k1, k0=k0, l1_depth=2, l0_depth=2, l0c_depth=2,
-                 ub_depth=2, cores=1)
+                 ub_depth=2, cores=1, block_order="mn", swizzle=1)
     for _ in range(64):
         problems = violations(wl, s, target)
         if not problems:
@@ -193,6 +200,9 @@ def space(wl: Workload, target: Target) -> Space:
         Axis("l1_depth", depths, "L1 buffers of A and B"),
         Axis("ub_depth", depths if chain is not None else (2,), "UB buffers of the epilogue"),
         Axis("cores", cores, "cube cores sharing the output blocks"),
+        Axis("block_order", ("mn", "nm"), "block walk: n fastest (mn) or m fastest (nm)"),
+        Axis("swizzle", (1, 2, 4, 8), "rows (columns) of blocks walked together, for L2 "
+                                      "reuse across cores"),
     ]
 
     def mem_check(role: str, need: int, what: str) -> list[str]:

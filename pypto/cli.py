@@ -1,0 +1,128 @@
+"""The ``pypto`` command line (Typer). Thin: parses, calls library functions, prints.
+
+Exit codes: 0 success; 1 bad input (a message on stderr, no traceback); 2 bad usage.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pypto.errors import PyptoError
+
+app = typer.Typer(help="PyPTO: NPU kernels as NumPy-style Python, scheduled by search.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+
+FileArg = Annotated[Path, typer.Argument(help="A Python script that calls @pypto.kernel "
+                                              "functions.", show_default=False)]
+KernelOpt = Annotated[list[str] | None, typer.Option(
+    "--kernel", "-k", help="Only kernels with this name (repeatable).")]
+TargetOpt = Annotated[str | None, typer.Option(
+    "--target", "-t", help="Target to compile for (default: the script's context).")]
+
+
+def fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(1)
+
+
+def _captured(file: Path, kernels: list[str] | None, target: str | None):  # type: ignore[no-untyped-def]
+    """Run FILE in capture mode; the compiled kernels it calls (deduplicated)."""
+    from pypto.frontend.capture import capture, run_script
+
+    with capture() as cap:
+        run_script(file)
+    calls = cap.unique()
+    if not calls:
+        raise fail(f"{file} ran no @pypto.kernel on the NPU (define a kernel and call it "
+                   "under pypto.Context(device_type='npu'), the default)")
+    if kernels:
+        calls = [c for c in calls if c.name in kernels]
+        if not calls:
+            names = sorted({c.name for c in cap.calls})
+            raise fail(f"no kernel named {', '.join(kernels)} ran; kernels that ran: "
+                       f"{', '.join(names)}")
+    if target is not None:
+        from pypto.frontend.compiled import compile_graph
+        from pypto.frontend.kernel import FusePolicy
+        from pypto.targets import load_target
+
+        tgt = load_target(target)
+        calls = [compile_graph(c.graph, c.structure, tgt, fuse=FusePolicy(), schedule=None,
+                               kernel_name=c.name) for c in calls]
+    return calls
+
+
+@app.command()
+def targets() -> None:
+    """List the hardware targets PyPTO knows."""
+    from pypto.targets import available_targets, load_target
+
+    for name in available_targets():
+        t = load_target(name)
+        typer.echo(f"{name:<12} {t.vendor:<10} {t.cube_cores} cube + {t.vector_cores} vector "
+                   f"cores @ {t.clock_ghz} GHz, {t.peak_flops('float16') / 1e12:.0f} TFLOP/s "
+                   f"fp16, key {t.key[:12]}  {t.description}")
+
+
+@app.command()
+def space(file: FileArg, kernel: KernelOpt = None, target: TargetOpt = None) -> None:
+    """Show each workload FILE runs: its schedule axes and the size of its space."""
+    from pypto.schedule_space import space_for
+
+    try:
+        for c in _captured(file, kernel, target):
+            for i, wl in enumerate(c.workloads):
+                typer.echo(f"[{c.name} workload {i}] {space_for(wl, c.target).describe()}")
+                typer.echo(f"  default: {c.schedules[i].to_json()}\n")
+    except PyptoError as exc:
+        raise fail(str(exc)) from None
+
+
+@app.command()
+def asm(file: FileArg, kernel: KernelOpt = None, target: TargetOpt = None) -> None:
+    """Print the PTO assembly of the kernels FILE runs."""
+    try:
+        for c in _captured(file, kernel, target):
+            typer.echo(f"; kernel {c.name} on {c.target.name}")
+            typer.echo(c.asm())
+    except PyptoError as exc:
+        raise fail(str(exc)) from None
+
+
+@app.command()
+def run(file: FileArg,
+        profile: Annotated[bool, typer.Option(help="Profile every kernel call.")] = False,
+        html: Annotated[Path | None, typer.Option(help="With --profile: write the HTML "
+                                                       "timeline here.")] = None,
+        trace: Annotated[Path | None, typer.Option(help="With --profile: write Chrome "
+                                                        "trace JSON here.")] = None) -> None:
+    """Run FILE on the simulated NPU (with --profile, report where the time goes)."""
+    from pypto.frontend.capture import run_script
+    from pypto.report.profiler import Profiler
+
+    if (html or trace) and not profile:
+        raise fail("--html and --trace need --profile")
+    try:
+        if not profile:
+            run_script(file)
+            return
+        with Profiler() as prof:
+            run_script(file)
+    except PyptoError as exc:
+        raise fail(str(exc)) from None
+    typer.echo(prof.report())
+    if html:
+        typer.echo(f"HTML timeline: {prof.visualize(html)}")
+    if trace:
+        typer.echo(f"Chrome trace: {prof.export_chrome_trace(trace)}")
+
+
+def main() -> None:  # pragma: no cover - the console script
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
