@@ -17,6 +17,7 @@ from pypto.errors import PyptoError
 
 _F = {name: i for i, name in enumerate(INSTR.names)}
 _ITEMSIZE = {0: 2, 1: 4, 2: 1, 3: 4}
+BUCKET = 2048  # bytes: the granularity of the region index
 
 
 def _extent(row: tuple, prefix: str, code: int) -> tuple[int, int, int] | None:
@@ -52,6 +53,8 @@ def insert_sync(rows: list[tuple], event_ids: int) -> list[tuple]:
     """``rows`` (one core's instructions) with the flags their dependencies need."""
     pipe_col = _F["pipe"]
     regions: dict[int, dict[tuple[int, int], dict[int, list[int]]]] = defaultdict(dict)
+    # memory -> address bucket -> regions touching it, so a lookup scans only neighbours
+    buckets: dict[int, dict[int, set[tuple[int, int]]]] = defaultdict(dict)
     synced: dict[tuple[int, int], int] = {}
     sets_after: dict[int, list[tuple[int, int]]] = defaultdict(list)
     waits_before: dict[int, list[tuple[int, int]]] = defaultdict(list)
@@ -61,9 +64,16 @@ def insert_sync(rows: list[tuple], event_ids: int) -> list[tuple]:
         acc = accesses(row)
         need: dict[int, int] = {}
         for mem, start, end, write in acc:
-            for (s2, e2), per_pipe in regions[mem].items():
+            near: set[tuple[int, int]] = set()
+            mem_buckets = buckets[mem]
+            for b in range(start // BUCKET, (end - 1) // BUCKET + 1):
+                found = mem_buckets.get(b)
+                if found:
+                    near |= found
+            mem_regions = regions[mem]
+            for s2, e2 in near:
                 if s2 < end and start < e2:
-                    for q, (w, r) in per_pipe.items():
+                    for q, (w, r) in mem_regions[(s2, e2)].items():
                         if q != p:
                             dep = max(w, r) if write else w
                             if dep > need.get(q, -1):
@@ -81,7 +91,12 @@ def insert_sync(rows: list[tuple], event_ids: int) -> list[tuple]:
                 waits.append(i)
                 synced[(q, p)] = j
         for mem, start, end, write in acc:
-            entry = regions[mem].setdefault((start, end), {}).setdefault(p, [-1, -1])
+            per_region = regions[mem].get((start, end))
+            if per_region is None:
+                per_region = regions[mem][(start, end)] = {}
+                for b in range(start // BUCKET, (end - 1) // BUCKET + 1):
+                    buckets[mem].setdefault(b, set()).add((start, end))
+            entry = per_region.setdefault(p, [-1, -1])
             entry[0 if write else 1] = i
     return _emit(rows, sets_after, waits_before, event_ids)
 
