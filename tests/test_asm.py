@@ -13,6 +13,7 @@ from pypto.codegen.asm import parse, parse_instruction, print_instruction, print
 from pypto.codegen.isa import (
     BINARY,
     F_ACCUMULATE,
+    F_RELU,
     F_TRANSPOSE,
     INSTR,
     REDUCE,
@@ -71,7 +72,8 @@ def operands(draw, mem: Mem, num_symbols: int) -> Operand:
 def instructions(draw, builder: StreamBuilder, num_symbols: int) -> None:
     dtype = draw(st.sampled_from(ALL))
     sdtype = draw(st.one_of(st.none(), st.sampled_from(ALL)))
-    flags = draw(st.sampled_from([0, F_TRANSPOSE, F_ACCUMULATE, F_TRANSPOSE | F_ACCUMULATE]))
+    flags = draw(st.sampled_from([0, F_TRANSPOSE, F_ACCUMULATE, F_TRANSPOSE | F_ACCUMULATE,
+                                  F_RELU]))
     kind = draw(st.sampled_from(["copy", "mmad", "sync", "plain", "vector", "imm"]))
     if kind == "copy":
         src, dst = draw(st.sampled_from(sorted(COPY_PIPE)))
@@ -336,7 +338,7 @@ def unprintable(**fields: object) -> np.ndarray:
     ({"gm": 0}, "field gm"),
     ({"imm": -0.0}, "field imm"),
     ({"b_mem": 0}, "operand b has no memory"),
-    ({"flags": 4}, "only .T and .ACC"),
+    ({"flags": 8}, "only .T, .ACC and .RELU"),
     ({"dtype": 9}, "dtype code 9"),
     ({"op": 200}, "opcode code 200"),
 ])

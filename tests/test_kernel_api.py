@@ -176,7 +176,9 @@ def test_kernel_schedule_option_is_used_as_explicit(abc) -> None:
     k = pypto.kernel(schedule=sched)(lambda x, y: pypto.matmul(x, y))
     compiled = k.lower(a, b)
     assert compiled.sources == ["explicit"]
-    assert compiled.schedules == [Schedule(sched)]
+    # knobs the schedule left out get their neutral values
+    assert dict(compiled.schedules[0]) == {**sched, "block_order": "mn", "swizzle": 1,
+                                           "epilogue": "VEC"}
     default = pypto.kernel(lambda x, y: pypto.matmul(x, y)).lower(a, b)
     assert compiled.programs[0] != default.programs[0]
     close(k(a, b), f32(a) @ f32(b), tol=2e-2)

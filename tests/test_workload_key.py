@@ -308,7 +308,7 @@ def test_changing_any_knob_changes_the_schedule_key() -> None:
     assert len(base) >= 5
     keys = {base.key}
     for knob, value in base.items():
-        changed = base.replace(**{knob: value + 1})
+        changed = base.replace(**{knob: value + "x" if isinstance(value, str) else value + 1})
         assert changed.key != base.key and changed != base, knob
         assert base[knob] == value                          # the original is unchanged
         keys.add(changed.key)

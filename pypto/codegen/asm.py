@@ -31,7 +31,7 @@ _E = TypeVar("_E", bound=IntEnum)
 _NO_DTYPE = frozenset({Op.SET_FLAG, Op.WAIT_FLAG, Op.BARRIER, Op.NOP})
 _SYNC = frozenset({Op.SET_FLAG, Op.WAIT_FLAG})
 _WITH_IMM = isa.SCALAR_IMM | {Op.VDUP}
-_FLAGS = {"T": isa.F_TRANSPOSE, "ACC": isa.F_ACCUMULATE}
+_FLAGS = {"T": isa.F_TRANSPOSE, "ACC": isa.F_ACCUMULATE, "RELU": isa.F_RELU}
 _ROLES = ("in", "out", "tmp")
 _MEMS = ", ".join(m.name for m in Mem if m != Mem.NONE)
 _OPERAND_EXAMPLE = "L1[0x0:16x16,16,1] or GM[A][0:16x16,16,1]"
@@ -177,7 +177,8 @@ def _decode(kind: type[_E], code: int, what: str) -> _E:
 
 def _mnemonic(op: Op, dtype: int, sdtype: int, flags: int) -> str:
     if flags & ~sum(_FLAGS.values()):
-        raise AsmError(f"cannot print {op.name} with flags {flags:#x}: only .T and .ACC exist")
+        raise AsmError(f"cannot print {op.name} with flags {flags:#x}: only .T, .ACC and "
+                       ".RELU exist")
     text = op.name
     if op not in _NO_DTYPE:
         for code in (dtype, sdtype) if sdtype != dtype else (dtype,):

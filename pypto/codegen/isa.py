@@ -88,6 +88,7 @@ VECTOR = BINARY | SCALAR_IMM | UNARY | REDUCE | {Op.VDUP}
 # Instruction flags.
 F_TRANSPOSE = 1    # COPY: the destination is the source transposed
 F_ACCUMULATE = 2   # MMAD: add into d instead of overwriting it
+F_RELU = 4         # COPY from the accumulator (FIX): apply ReLU on the way out
 
 INSTR = np.dtype([
     ("op", "u1"), ("pipe", "u1"), ("pipe2", "u1"), ("event", "i1"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pypto.codegen import matmul, vector
+from pypto.codegen import conv2d, matmul, vector
 from pypto.codegen.program import Program, StreamBuilder, Symbol
 from pypto.codegen.sync import insert_sync
 from pypto.errors import ScheduleError, UnsupportedError
@@ -21,7 +21,7 @@ from pypto.schedule_space import validate
 from pypto.schedule_space.schedule import Schedule
 from pypto.targets import Target
 
-_EMITTERS = {"matmul": matmul.emit, "vector": vector.emit}
+_EMITTERS = {"matmul": matmul.emit, "vector": vector.emit, "conv2d": conv2d.emit}
 
 
 def lower(wl: Workload, schedule: Schedule, target: Target, *, name: str = "workload",

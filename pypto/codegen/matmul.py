@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from pypto.codegen.isa import F_ACCUMULATE, F_TRANSPOSE, Mem, Op
+from pypto.codegen.isa import F_ACCUMULATE, F_RELU, F_TRANSPOSE, Mem, Op
 from pypto.codegen.place import Arena, Slots
 from pypto.codegen.program import Operand, StreamBuilder
 from pypto.codegen.vector_chain import ChainEmitter, Tile
@@ -39,7 +39,8 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     l0c = _arena(target, "acc").alloc(m1 * n1 * acc_dt.itemsize, s["l0c_depth"])
     chain = epilogue_chain(wl)
     emitter = None
-    if chain is not None:
+    fix_relu = chain is not None and s.get("epilogue", "VEC") == "FIX"
+    if chain is not None and not fix_relu:
         emitter = ChainEmitter(wl, chain, m1, n1, s["ub_depth"], _arena(target, "vector"),
                                gm_in, gm_out, chunked=False)
     batch_n = math.prod(sh.batch)
@@ -47,7 +48,7 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     blocks = block_order(batch_n, mblocks, nblocks, s.get("block_order", "mn"),
                          s.get("swizzle", 1))
     ctx = _Ctx(sh, wl, mm_i, in_dt, acc_dt, out_dt, isz, m1, n1, k1, k0, a_l1, b_l1, l0a, l0b,
-               l0c, emitter, gm_in, gm_out)
+               l0c, emitter, gm_in, gm_out, wl.outputs[0] if fix_relu else None)
     streams = []
     for core in range(s["cores"]):
         chunks = []
@@ -107,6 +108,7 @@ class _Ctx:
     emitter: ChainEmitter | None
     gm_in: dict[int, int]
     gm_out: dict[int, int]
+    fix_relu_output: int | None = None  # the ReLU chain's output node, applied by FIX
 
     def extents(self, c: _Chunk) -> tuple[int, int]:
         return min(self.m1, self.sh.m - c.m_at), min(self.n1, self.sh.n - c.n_at)
@@ -175,9 +177,11 @@ class _Ctx:
         mcur, ncur = self.extents(c)
         r0 = c.batch * self.sh.m + c.m_at
         if self.emitter is None:
+            node = self.mm_i if self.fix_relu_output is None else self.fix_relu_output
             out = Operand(Mem.GM, r0 * self.sh.n + c.n_at, mcur, ncur, self.sh.n, 1,
-                          gm=self.gm_out[self.mm_i])
-            sb.emit(Op.COPY, out, c_op, dtype=self.out_dt, sdtype=self.acc_dt)
+                          gm=self.gm_out[node])
+            sb.emit(Op.COPY, out, c_op, dtype=self.out_dt, sdtype=self.acc_dt,
+                    flags=0 if self.fix_relu_output is None else F_RELU)
             return
         tile = Tile(r0, mcur, c.n_at, ncur)
         sb.emit(Op.COPY, self.emitter.operand(self.mm_i, tile, c.blk), c_op, dtype=self.out_dt,

@@ -63,7 +63,10 @@ class Compiled:
         if not 0 <= index < len(self.programs):
             raise KernelError(f"workload index {index} is out of range: {self.name} has "
                               f"{len(self.programs)} workload(s)")
+        from pypto.schedule_space import complete
+
         sched = schedule if isinstance(schedule, Schedule) else Schedule(schedule)
+        sched = complete(self.workloads[index], sched)
         schedules, sources, programs = list(self.schedules), list(self.sources), list(self.programs)
         schedules[index], sources[index] = sched, "explicit"
         programs[index] = _lower_step(self, index, sched)
@@ -200,7 +203,10 @@ def compile_graph(graph: Graph, structure: Any, target: Target, *, fuse: FusePol
     schedules, sources = [], []
     for step, given in zip(plan.steps, explicit):
         if given is not None:
-            schedules.append(given if isinstance(given, Schedule) else Schedule(given))
+            from pypto.schedule_space import complete
+
+            sched = given if isinstance(given, Schedule) else Schedule(given)
+            schedules.append(complete(step.workload, sched))
             sources.append("explicit")
         else:
             schedules.append(default_schedule(step.workload, target))

@@ -399,34 +399,83 @@ def _pair(name: str, v: Any) -> tuple[int, int]:
 @op
 def conv2d(x: Any, weight: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
            groups: int = 1) -> Tensor:
-    """2-D convolution; ``x`` is NCHW or NHWC (by its ``layout``), ``weight`` is KCRS.
+    """2-D convolution. ``x`` is NCHW (a 4-D ``ND`` tensor counts as NCHW), NHWC or
+    NC1HWC0 (``[N, C/C0, H, W, C0]``) by its ``layout``; ``weight`` is KCRS, or KRSC
+    when its layout is NHWC. The result has the input's layout (NC1HWC0 results keep
+    the input's C0 when it divides K, else one block of all K channels).
 
-    An NHWC input is converted to NCHW for the op and the result converted back.
+    The op the NPU computes is ``conv2d_nhwc``: an NHWC input times the weights as an
+    ``[R*S*C, K]`` matrix gives the NHWC output ``[N, OH, OW, K]``, which is the implicit
+    GEMM's ``[N*OH*OW, K]``. Other layouts are views of these (transposes, reshapes);
+    the partitioner turns those that are not plain strided reads into copy workloads,
+    which is the automatic layout conversion (its time counts). Padding reads a
+    one-element zero constant. Grouped and depthwise convolutions keep the NCHW
+    ``conv2d`` op, which runs on the CPU reference only.
+
+    Example:
+        >>> import pypto
+        >>> x = pypto.ones((1, 3, 8, 8), dtype="float16")
+        >>> w = pypto.ones((4, 3, 3, 3), dtype="float16")
+        >>> pypto.conv2d(x, w, padding=1).shape
+        (1, 4, 8, 8)
     """
     x = _as_tensor(x, dtypes.float16, "conv2d")
     w = _as_tensor(weight, x.dtype, "conv2d")
-    if x.ndim != 4 or w.ndim != 4:
-        raise ShapeError(f"conv2d: input and weight must be 4-D, got {list(x.shape)} and "
-                         f"{list(w.shape)}")
-    nhwc = x.layout == "NHWC"
-    xin = transpose(x, (0, 3, 1, 2)) if nhwc else x
-    if w.layout == "NHWC":
-        w = transpose(w, (0, 3, 1, 2))
+    layout = x.layout if x.layout in ("NHWC", "NC1HWC0") else "NCHW"
+    if (x.ndim != 5 if layout == "NC1HWC0" else x.ndim != 4) or w.ndim != 4:
+        raise ShapeError(f"conv2d: input and weight must be 4-D (or a 5-D NC1HWC0 input), "
+                         f"got {list(x.shape)} and {list(w.shape)}")
     s, p, d = _pair("stride", stride), _pair("padding", padding), _pair("dilation", dilation)
     if builtins.min(*s, *d) < 1 or builtins.min(p) < 0:
         raise ShapeError("conv2d: stride and dilation must be >= 1 and padding >= 0")
-    dt = dtypes.promote(xin.dtype, w.dtype)
+    dt = dtypes.promote(x.dtype, w.dtype)
     if dt.name not in _MATMUL_OUT:
         raise DTypeError(f"conv2d: float16, float32 or int8 operands only, got {dt.name}")
-    xin, w = cast(xin, dt), cast(w, dt)
-    shape = infer.conv2d(xin.shape, w.shape, s, p, d, int(groups))
-    out = _record("conv2d", [xin, w], {"stride": s, "padding": p, "dilation": d,
-                                       "groups": int(groups)}, shape, _MATMUL_OUT[dt.name],
-                  "NCHW")
-    if nhwc:
-        out = _record("transpose", [out], {"axes": (0, 2, 3, 1)},
-                      (shape[0], shape[2], shape[3], shape[1]), out.dtype, "NHWC")
-    return out
+    if layout == "NC1HWC0":
+        n, c1, h, wd, c0 = x.shape
+        x_nhwc = _record("transpose", [x], {"axes": (0, 2, 3, 1, 4)}, (n, h, wd, c1, c0),
+                         x.dtype, "ND")
+        x_nhwc = reshape(cast(x_nhwc, dt), (n, h, wd, c1 * c0))
+    elif layout == "NCHW":
+        n, _, h, wd = x.shape
+        x_nhwc = _record("transpose", [x], {"axes": (0, 2, 3, 1)},
+                         (n, h, wd, x.shape[1]), x.dtype, "NHWC")
+        x_nhwc = cast(x_nhwc, dt)
+    else:
+        x_nhwc = cast(x, dt)
+    n, h, wd, c = x_nhwc.shape
+    krsc = w.layout == "NHWC"
+    kcrs_shape = (w.shape[0], w.shape[3], w.shape[1], w.shape[2]) if krsc else w.shape
+    shape = infer.conv2d((n, c, h, wd), kcrs_shape, s, p, d, int(groups))
+    out_dt = _MATMUL_OUT[dt.name]
+    k, _, kr, ks = kcrs_shape
+    if groups != 1:
+        xin = transpose(x_nhwc, (0, 3, 1, 2))
+        wk = cast(transpose(w, (0, 3, 1, 2)) if krsc else w, dt)
+        y = _record("conv2d", [xin, wk], {"stride": s, "padding": p, "dilation": d,
+                                          "groups": int(groups)}, shape, out_dt, "NCHW")
+        if layout == "NCHW":
+            return y
+        y = _record("transpose", [y], {"axes": (0, 2, 3, 1)},
+                    (n, shape[2], shape[3], k), out_dt, "NHWC")
+    else:
+        w_rsck = cast(transpose(w, (1, 2, 3, 0) if krsc else (2, 3, 1, 0)), dt)
+        operands = [x_nhwc, reshape(w_rsck, (kr * ks * c, k))]
+        if p != (0, 0):
+            from pypto.frontend.tensor import tensor
+
+            operands.append(tensor(np.zeros(1), dtype=dt))  # what padded taps read
+        y = _record("conv2d_nhwc", operands, {"stride": s, "padding": p, "dilation": d,
+                                              "kernel": (kr, ks)},
+                    (n, shape[2], shape[3], k), out_dt, "NHWC")
+    if layout == "NHWC":
+        return y
+    if layout == "NCHW":
+        return _record("transpose", [y], {"axes": (0, 3, 1, 2)}, shape, out_dt, "NCHW")
+    k0 = x.shape[4] if k % x.shape[4] == 0 else k
+    y = reshape(y, (n, shape[2], shape[3], k // k0, k0))
+    return _record("transpose", [y], {"axes": (0, 3, 1, 2, 4)},
+                   (n, k // k0, shape[2], shape[3], k0), out_dt, "NC1HWC0")
 
 
 # -- views ------------------------------------------------------------------------------

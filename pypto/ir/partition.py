@@ -9,8 +9,9 @@ joins a producer's workload only if that cannot create a cycle between workloads
 
 from __future__ import annotations
 
+import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pypto.errors import UnsupportedError
@@ -136,10 +137,10 @@ class _Partitioner:
     def try_join(self, g: _Group, n: Node) -> bool:
         space = g.space
         row_shape = space[:-1] + (1,)
-        if g.family == "matmul":
+        if g.family in ("matmul", "conv2d"):
             if n.op not in ELEMENTWISE or n.shape != space:
                 return False
-            if self.fuse.epilogue_producers is not None and "matmul" not in \
+            if self.fuse.epilogue_producers is not None and g.family not in \
                     self.fuse.epilogue_producers:
                 return False
             phase = "col"
@@ -182,9 +183,14 @@ class _Partitioner:
         return True
 
     def place(self, n: Node) -> None:
-        if n.op in ("matmul", "conv2d"):
+        if n.op == "matmul":
             g = self.new_group(n.op, n.shape)
             self.add_member(g, n, "col", {i: self.views[o] for i, o in enumerate(n.inputs)})
+            return
+        if n.op in ("conv2d", "conv2d_nhwc"):
+            self.place_conv(n)
+            return
+        if n.op in ELEMENTWISE and self.join_conv_transposed(n):
             return
         candidates = []
         for operand in n.inputs:
@@ -206,6 +212,59 @@ class _Partitioner:
         space = n.shape or (1,)
         g = self.new_group("vector", space)
         self.add_member(g, n, "col", {i: self.views[o] for i, o in enumerate(n.inputs)})
+
+    # -- conv2d --------------------------------------------------------------------------
+    def place_conv(self, n: Node) -> None:
+        """A ``conv2d_nhwc`` starts a conv2d workload. Operands whose last axis (C of the
+        input, K of the weight matrix) is not contiguous are copied first: that copy is
+        the layout conversion (NCHW -> NHWC, KCRS -> RSCK)."""
+        if n.op == "conv2d":
+            raise UnsupportedError(f"conv2d with groups={n.attr('groups')} (a grouped or "
+                                   "depthwise convolution) has no NPU lowering: the NPU "
+                                   "runs groups=1 as an implicit GEMM; run this kernel with "
+                                   "pypto.Context(device_type='cpu')")
+        loads = {}
+        for i, o in enumerate(n.inputs):
+            v = self.views[o]
+            if i < 2 and v.strides[-1] != 1 and v.shape[-1] > 1:
+                copy = self.materialize(v, self.nodes[v.base])
+                if i == 0:
+                    self.nodes[copy] = replace(self.nodes[copy], layout="NHWC")
+                v = self.views[copy]
+            loads[i] = v
+        g = self.new_group("conv2d", n.shape)
+        self.add_member(g, n, "col", loads)
+
+    def join_conv_transposed(self, n: Node) -> bool:
+        """An elementwise op on a transposed view of a conv2d workload's result (how an
+        NCHW caller sees the NHWC output) joins it as an epilogue computed in NHWC order;
+        the op's own result is then the same transposed view of that."""
+        for operand in n.inputs:
+            v = self.views[operand]
+            g = self.group_of.get(v.base)
+            if g is None or g.family != "conv2d" or v.shape != n.shape or \
+                    self.nodes[v.base].shape != g.space:
+                continue
+            whole = View.whole(v.base, g.space)
+            perm = next((p for p in itertools.permutations(range(len(g.space)))
+                         if whole.transpose(p) == v), None)
+            if perm is None or perm == tuple(range(len(perm))):
+                continue
+            inverse = tuple(perm.index(i) for i in range(len(perm)))
+            args = []
+            for o in n.inputs:  # the operands as views in the conv's (NHWC) order
+                self.views[self.next_id] = self.views[o].broadcast_to(n.shape).transpose(inverse)
+                args.append(self.next_id)
+                self.next_id += 1
+            alt = Node(self.next_id, n.op, tuple(args), n.attrs, g.space, n.dtype, "NHWC")
+            self.next_id += 1
+            self.nodes[alt.id] = alt
+            self.views[alt.id] = View.whole(alt.id, alt.shape)
+            if not self.try_join(g, alt):
+                return False
+            self.views[n.id] = self.views[alt.id].transpose(perm)
+            return True
+        return False
 
     def live_nodes(self) -> set[int]:
         """Nodes the outputs depend on; the rest is dead code and is never lowered."""
@@ -229,7 +288,8 @@ class _Partitioner:
                 self.views[n.id] = View.whole(n.id, n.shape)
             elif n.op in VIEW_OPS:
                 self.views[n.id] = self.resolve_view(n)
-            elif n.op in ELEMENTWISE or n.op in REDUCTIONS or n.op in ("matmul", "conv2d"):
+            elif n.op in ELEMENTWISE or n.op in REDUCTIONS or n.op in (
+                    "matmul", "conv2d", "conv2d_nhwc"):
                 self.views[n.id] = View.whole(n.id, n.shape)
                 self.place(n)
             else:
@@ -336,7 +396,7 @@ class _Partitioner:
         members = set(g.members)
         outs = [m for m in g.members
                 if m in stored or any(u not in members for u in self._users(m))]
-        if g.family == "matmul" and len(g.members) > 1:
+        if g.family in ("matmul", "conv2d") and len(g.members) > 1:
             mm = g.members[0]
             if mm in outs and mm not in stored:
                 outs.remove(mm)

@@ -16,24 +16,30 @@ if TYPE_CHECKING:
     from pypto.ir.workload import Workload
     from pypto.targets import Target
 
-__all__ = ["Schedule", "Space", "default_schedule", "space_for", "validate"]
+__all__ = ["Schedule", "Space", "complete", "default_schedule", "space_for", "validate"]
 
 
 def _family(wl: Workload):  # type: ignore[no-untyped-def]
-    from pypto.schedule_space import matmul, vector
+    from pypto.schedule_space import conv2d, matmul, vector
 
     if wl.family == "matmul":
         return matmul
     if wl.family == "vector":
         return vector
-    raise UnsupportedError(f"{wl.family} workloads have no NPU schedule yet (conv2d code "
-                           "generation arrives with the schedule-spaces work); run them "
-                           "with pypto.Context(device_type='cpu')")
+    if wl.family == "conv2d":
+        return conv2d
+    raise UnsupportedError(f"{wl.family} workloads have no NPU schedule; run them with "
+                           "pypto.Context(device_type='cpu')")
 
 
 def default_schedule(wl: Workload, target: Target) -> Schedule:
     """The heuristic schedule for ``wl`` on ``target`` (good, not tuned)."""
     return _family(wl).default(wl, target)
+
+
+def complete(wl: Workload, schedule: Schedule) -> Schedule:
+    """Fill in knobs that have a neutral value and are missing from ``schedule``."""
+    return _family(wl).complete(wl, schedule)
 
 
 def validate(wl: Workload, schedule: Schedule, target: Target) -> list[str]:

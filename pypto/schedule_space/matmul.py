@@ -60,6 +60,30 @@ def epilogue_chain(wl: Workload) -> vector.Chain | None:
     return vector.analyze(wl, space=wl.nodes[mm_index].shape, skip=operands)
 
 
+FIX_OPS = frozenset({"relu"})
+
+
+def fix_epilogue(wl: Workload) -> bool:
+    """Can the FIX pipe apply this epilogue while draining the accumulator? Only a chain
+    of ReLUs on the matmul result, with no other inputs, whose last value is the only
+    output."""
+    mm_i = next(i for i, n in enumerate(wl.nodes) if n.op == "matmul")
+    tail = [i for i, n in enumerate(wl.nodes) if n.op not in ("load", "matmul")]
+    if not tail or any(wl.nodes[i].op not in FIX_OPS for i in tail):
+        return False
+    chain_ok = all(wl.nodes[i].args == ((tail[k - 1] if k else mm_i),)
+                   for k, i in enumerate(tail))
+    return chain_ok and tuple(wl.outputs) == (tail[-1],)
+
+
+def complete(wl: Workload, s: Schedule) -> Schedule:
+    """``s`` with the knobs that have a neutral value filled in when missing (schedules
+    written before those knobs existed stay usable)."""
+    neutral = {"block_order": "mn", "swizzle": 1, "epilogue": "VEC"}
+    missing = {k: v for k, v in neutral.items() if k not in s}
+    return s.replace(**missing) if missing else s
+
+
 def footprints(wl: Workload, s: Schedule, target: Target) -> dict[str, int]:
     """Bytes placed per memory role for schedule ``s`` (slots rounded to alignment)."""
     sh = shape_of(wl)
@@ -78,7 +102,7 @@ def footprints(wl: Workload, s: Schedule, target: Target) -> dict[str, int]:
         "vector": 0,
     }
     chain = epilogue_chain(wl)
-    if chain is not None:
+    if chain is not None and s.get("epilogue", "VEC") == "VEC":
         out["vector"] = vector.footprint(chain, s["m1"], s["n1"], s["ub_depth"],
                                          target.role("vector").alignment)
     return out
@@ -106,6 +130,10 @@ def violations(wl: Workload, s: Schedule, target: Target) -> list[str]:
     for knob in ("l1_depth", "l0_depth", "l0c_depth", "ub_depth"):
         if not 1 <= s[knob] <= MAX_DEPTH:
             out.append(f"{knob}={s[knob]} must be in 1..{MAX_DEPTH}")
+    if s.get("epilogue", "VEC") not in ("VEC", "FIX") or (
+            s.get("epilogue") == "FIX" and not fix_epilogue(wl)):
+        out.append(f"epilogue={s.get('epilogue')!r}: FIX can only apply a ReLU chain with no "
+                   "other inputs; use 'VEC'")
     if s["block_order"] not in ("mn", "nm"):
         out.append(f"block_order={s['block_order']!r} must be 'mn' or 'nm'")
     if s["swizzle"] < 1:
@@ -135,7 +163,8 @@ def default(wl: Workload, target: Target) -> Schedule:
     k0 = min(4 * fk, round_up(sh.k, fk))
     k1 = min(4 * k0, round_up(sh.k, k0))
     s = Schedule(m1=m1, n1=n1, k1=k1, k0=k0, l1_depth=2, l0_depth=2, l0c_depth=2,
-                 ub_depth=2, cores=1, block_order="mn", swizzle=1)
+                 ub_depth=2, cores=1, block_order="mn", swizzle=1,
+                 epilogue="FIX" if fix_epilogue(wl) else "VEC")
     for _ in range(64):
         problems = violations(wl, s, target)
         if not problems:
@@ -201,6 +230,8 @@ def space(wl: Workload, target: Target) -> Space:
         Axis("ub_depth", depths if chain is not None else (2,), "UB buffers of the epilogue"),
         Axis("cores", cores, "cube cores sharing the output blocks"),
         Axis("block_order", ("mn", "nm"), "block walk: n fastest (mn) or m fastest (nm)"),
+        Axis("epilogue", ("VEC", "FIX") if fix_epilogue(wl) else ("VEC",),
+             "where the elementwise tail runs: vector unit via UB, or FIX while draining"),
         Axis("swizzle", (1, 2, 4, 8), "rows (columns) of blocks walked together, for L2 "
                                       "reuse across cores"),
     ]
@@ -234,6 +265,8 @@ def space(wl: Workload, target: Target) -> Space:
                                         f"{k['l1_depth']}")
 
     def ub(k: dict[str, Any]) -> list[str]:
+        if k["epilogue"] == "FIX":
+            return []
         need = vector.footprint(chain, k["m1"], k["n1"], k["ub_depth"],  # type: ignore[arg-type]
                                 target.role("vector").alignment)
         return mem_check("vector", need, f"the epilogue on {k['m1']}x{k['n1']} blocks x "
@@ -249,5 +282,5 @@ def space(wl: Workload, target: Target) -> Space:
                    Constraint(("m1", "n1", "k0", "k1", "l1_depth"), l1),
                    Constraint(("m1", "n1", "cores"), core_count)]
     if chain is not None:
-        constraints.append(Constraint(("m1", "n1", "ub_depth"), ub))
+        constraints.append(Constraint(("m1", "n1", "ub_depth", "epilogue"), ub))
     return Space(wl, target, axes, constraints, lambda: default(wl, target))

@@ -182,13 +182,22 @@ def default(wl: Workload, target: Target) -> Schedule:
                     cores=core_choice(min(cores, tiles), cores), inplace=False)
 
 
+def complete(wl: Workload, s: Schedule) -> Schedule:
+    """``s`` with ``inplace`` (neutral: False) filled in when missing."""
+    return s if "inplace" in s else s.replace(inplace=False)
+
+
 def violations(wl: Workload, s: Schedule, target: Target) -> list[str]:
     out = _require(s, ("tile_rows", "tile_cols", "depth", "cores"))
-    if "inplace" not in s or not isinstance(s["inplace"], bool):
-        out.append("knob 'inplace' must be true or false")
     if out:
         return out
-    chain = analyze(wl, inplace=s["inplace"])
+    inplace = s.get("inplace", False)
+    if not isinstance(inplace, bool):
+        out.append(f"inplace={inplace!r} must be true or false")
+        inplace = False
+    if "inplace" not in s:
+        out.append("missing knob 'inplace' (true or false)")
+    chain = analyze(wl, inplace=inplace)
     ub = target.role("vector")
     if not 1 <= s["tile_rows"]:
         out.append(f"tile_rows={s['tile_rows']} must be >= 1")

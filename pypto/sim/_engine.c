@@ -10,11 +10,11 @@
             ]
         ],
         "depends": [
-            "/tmp/pip-build-env-wfw5txpc/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/arrayobject.h",
-            "/tmp/pip-build-env-wfw5txpc/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/arrayscalars.h",
-            "/tmp/pip-build-env-wfw5txpc/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/ndarrayobject.h",
-            "/tmp/pip-build-env-wfw5txpc/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/ndarraytypes.h",
-            "/tmp/pip-build-env-wfw5txpc/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/ufuncobject.h"
+            "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/numpy/_core/include/numpy/arrayobject.h",
+            "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/numpy/_core/include/numpy/arrayscalars.h",
+            "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/numpy/_core/include/numpy/ndarrayobject.h",
+            "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/numpy/_core/include/numpy/ndarraytypes.h",
+            "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/numpy/_core/include/numpy/ufuncobject.h"
         ],
         "extra_compile_args": [
             "-O2",
@@ -22,7 +22,7 @@
             "-fno-fast-math"
         ],
         "include_dirs": [
-            "/tmp/pip-build-env-wfw5txpc/overlay/lib/python3.11/site-packages/numpy/_core/include"
+            "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/numpy/_core/include"
         ],
         "name": "pypto.sim._engine",
         "sources": [
@@ -1298,6 +1298,10 @@ static int __Pyx_init_tpflags_variables(void) {
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+
+    #define PYPTO_PREFETCH(p) __builtin_prefetch((const void *)(p), 1, 3)
+    #define PYPTO_CTZ(x) __builtin_ctz(x)
+    
 #include "pythread.h"
 
     typedef int (*__pyx_memoryview_to_dtype_func_type)(char*, PyObject*);
@@ -2022,18 +2026,19 @@ enum  {
  *     MEM_GM = 1
  *     L2_WAYS = 16
  *     NKEYS = NPIPES * NPIPES * 256   # (source pipe, destination pipe, event byte)             # <<<<<<<<<<<<<<
+ *     BATCH = 16                      # L2 lines prefetched ahead
  *     F_TRANSPOSE = 1
- * 
 */
   __pyx_e_5pypto_3sim_7_engine_NPIPES = 7,
   __pyx_e_5pypto_3sim_7_engine_NMEMS = 7,
   __pyx_e_5pypto_3sim_7_engine_MEM_GM = 1,
   __pyx_e_5pypto_3sim_7_engine_L2_WAYS = 16,
   __pyx_e_5pypto_3sim_7_engine_NKEYS = ((__pyx_e_5pypto_3sim_7_engine_NPIPES * __pyx_e_5pypto_3sim_7_engine_NPIPES) * 0x100),
+  __pyx_e_5pypto_3sim_7_engine_BATCH = 16,
   __pyx_e_5pypto_3sim_7_engine_F_TRANSPOSE = 1
 };
 
-/* "pypto/sim/_engine.pyx":35
+/* "pypto/sim/_engine.pyx":36
  * 
  * # Instruction kinds (fast.py maps opcodes to these).
  * cdef enum:             # <<<<<<<<<<<<<<
@@ -2052,7 +2057,7 @@ enum  {
   __pyx_e_5pypto_3sim_7_engine_K_REDUCE = 8
 };
 
-/* "pypto/sim/_engine.pyx":47
+/* "pypto/sim/_engine.pyx":48
  * 
  * # run() status codes.
  * cdef enum:             # <<<<<<<<<<<<<<
@@ -2065,7 +2070,7 @@ enum  {
   __pyx_e_5pypto_3sim_7_engine_S_DEADLOCK = 2
 };
 
-/* "pypto/sim/_engine.pyx":66
+/* "pypto/sim/_engine.pyx":67
  * 
  * 
  * cdef packed struct Instr:          # pypto.codegen.isa.INSTR             # <<<<<<<<<<<<<<
@@ -2112,7 +2117,7 @@ struct __Pyx_PACKED __pyx_t_5pypto_3sim_7_engine_Instr {
   #pragma pack(pop)
 #endif
 
-/* "pypto/sim/_engine.pyx":96
+/* "pypto/sim/_engine.pyx":97
  * 
  * 
  * cdef packed struct TraceRec:       # pypto.sim.result.TRACE             # <<<<<<<<<<<<<<
@@ -2138,7 +2143,7 @@ struct __Pyx_PACKED __pyx_t_5pypto_3sim_7_engine_TraceRec {
   #pragma pack(pop)
 #endif
 
-/* "pypto/sim/_engine.pyx":105
+/* "pypto/sim/_engine.pyx":106
  * 
  * 
  * cdef struct Sim:             # <<<<<<<<<<<<<<
@@ -2168,7 +2173,14 @@ struct __pyx_t_5pypto_3sim_7_engine_Sim {
   int64_t nsym;
   int64_t *l2;
   int64_t sets;
+  double inv_sets;
+  int64_t line_shift;
   int64_t clock;
+  int64_t batch_set[__pyx_e_5pypto_3sim_7_engine_BATCH];
+  int64_t batch_tag[__pyx_e_5pypto_3sim_7_engine_BATCH];
+  int batched;
+  int64_t lines;
+  int64_t hits;
   int64_t server_free;
   int64_t l2_hit_bytes;
   int64_t gm_read_bytes;
@@ -3699,6 +3711,9 @@ static CYTHON_INLINE PyObject* __Pyx_PyLong_From___pyx_anon_enum(int value);
 /* CIntToPy.proto */
 static CYTHON_INLINE PyObject* __Pyx_PyLong_From_ptrdiff_t(ptrdiff_t value);
 
+/* CIntToPy.proto */
+static CYTHON_INLINE PyObject* __Pyx_PyLong_From_int(int value);
+
 /* CIntFromPy.proto */
 static CYTHON_INLINE int __Pyx_PyLong_As_int(PyObject *);
 
@@ -3725,9 +3740,6 @@ static CYTHON_INLINE int __Pyx_CheckUnpickleChecksum(long checksum, long checksu
 
 /* CIntFromPy.proto */
 static CYTHON_INLINE long __Pyx_PyLong_As_long(PyObject *);
-
-/* CIntToPy.proto */
-static CYTHON_INLINE PyObject* __Pyx_PyLong_From_int(int value);
 
 /* CIntFromPy.proto */
 static CYTHON_INLINE char __Pyx_PyLong_As_char(PyObject *);
@@ -3896,11 +3908,13 @@ static PyObject *indirect_contiguous = 0;
 static int __pyx_memoryview_thread_locks_used;
 static PyThread_type_lock __pyx_memoryview_thread_locks[8];
 static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_floordiv(int64_t, int64_t); /*proto*/
-static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_pymod(int64_t, int64_t); /*proto*/
 static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_ceildiv(int64_t, int64_t); /*proto*/
 static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_imax(int64_t, int64_t); /*proto*/
-static CYTHON_INLINE int __pyx_f_5pypto_3sim_7_engine_l2_access(struct __pyx_t_5pypto_3sim_7_engine_Sim *, int64_t); /*proto*/
-static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_touch_lines(struct __pyx_t_5pypto_3sim_7_engine_Sim *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t *); /*proto*/
+static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_split_line(struct __pyx_t_5pypto_3sim_7_engine_Sim *, int64_t, int64_t *, int64_t *); /*proto*/
+static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_line_of(struct __pyx_t_5pypto_3sim_7_engine_Sim *, int64_t); /*proto*/
+static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_l2_flush(struct __pyx_t_5pypto_3sim_7_engine_Sim *); /*proto*/
+static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_l2_touch(struct __pyx_t_5pypto_3sim_7_engine_Sim *, int64_t); /*proto*/
+static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_touch_lines(struct __pyx_t_5pypto_3sim_7_engine_Sim *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t); /*proto*/
 static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_shape(struct __pyx_t_5pypto_3sim_7_engine_Instr const *, int64_t *, int64_t *, int64_t *, int64_t *); /*proto*/
 static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_burst(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t *, int64_t *); /*proto*/
 static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_mmad_cycles(struct __pyx_t_5pypto_3sim_7_engine_Sim *, struct __pyx_t_5pypto_3sim_7_engine_Instr const *); /*proto*/
@@ -4176,7 +4190,7 @@ namespace {
     PyObject *__pyx_slice[1];
     PyObject *__pyx_tuple[3];
     PyObject *__pyx_codeobj_tab[2];
-    PyObject *__pyx_string_tab[209];
+    PyObject *__pyx_string_tab[210];
     PyObject *__pyx_number_tab[3];
 /* #### Code section: module_state_contents ### */
 /* PyFrozenDict.module_state_decls */
@@ -4404,37 +4418,38 @@ static __pyx_mstatetype * const __pyx_mstate_global = &__pyx_mstate_global_stati
 #define __pyx_n_u_raised_at __pyx_string_tab[175]
 #define __pyx_n_u_register __pyx_string_tab[176]
 #define __pyx_n_u_ring __pyx_string_tab[177]
-#define __pyx_n_u_run __pyx_string_tab[178]
-#define __pyx_n_u_s __pyx_string_tab[179]
-#define __pyx_n_u_scalars __pyx_string_tab[180]
-#define __pyx_n_u_sdtype __pyx_string_tab[181]
-#define __pyx_n_u_setdefault __pyx_string_tab[182]
-#define __pyx_n_u_shape __pyx_string_tab[183]
-#define __pyx_n_u_size __pyx_string_tab[184]
-#define __pyx_n_u_slot_free __pyx_string_tab[185]
-#define __pyx_n_u_src __pyx_string_tab[186]
-#define __pyx_n_u_start __pyx_string_tab[187]
-#define __pyx_n_u_starved __pyx_string_tab[188]
-#define __pyx_n_u_status __pyx_string_tab[189]
-#define __pyx_n_u_step __pyx_string_tab[190]
-#define __pyx_n_u_stop __pyx_string_tab[191]
-#define __pyx_n_u_struct __pyx_string_tab[192]
-#define __pyx_n_u_t __pyx_string_tab[193]
-#define __pyx_n_u_tables __pyx_string_tab[194]
-#define __pyx_n_u_tail __pyx_string_tab[195]
-#define __pyx_n_u_total __pyx_string_tab[196]
-#define __pyx_n_u_trace __pyx_string_tab[197]
-#define __pyx_n_u_trace_fields __pyx_string_tab[198]
-#define __pyx_n_u_trace_ptr __pyx_string_tab[199]
-#define __pyx_n_u_unpack __pyx_string_tab[200]
-#define __pyx_n_u_update __pyx_string_tab[201]
-#define __pyx_n_u_values __pyx_string_tab[202]
-#define __pyx_n_u_vector_cost __pyx_string_tab[203]
-#define __pyx_n_u_x __pyx_string_tab[204]
-#define __pyx_n_u_zeros __pyx_string_tab[205]
-#define __pyx_n_b_O __pyx_string_tab[206]
-#define __pyx_kp_b_iso88591_7_1_6_b_87_1F_Cy_qPQQXXZZ_G1AWB __pyx_string_tab[207]
-#define __pyx_kp_b_iso88591_q_q_vQa_fAQ_fAQ_vQa_6_V1A_V1A_Q __pyx_string_tab[208]
+#define __pyx_n_u_ring_pos __pyx_string_tab[178]
+#define __pyx_n_u_run __pyx_string_tab[179]
+#define __pyx_n_u_s __pyx_string_tab[180]
+#define __pyx_n_u_scalars __pyx_string_tab[181]
+#define __pyx_n_u_sdtype __pyx_string_tab[182]
+#define __pyx_n_u_setdefault __pyx_string_tab[183]
+#define __pyx_n_u_shape __pyx_string_tab[184]
+#define __pyx_n_u_size __pyx_string_tab[185]
+#define __pyx_n_u_slot_free __pyx_string_tab[186]
+#define __pyx_n_u_src __pyx_string_tab[187]
+#define __pyx_n_u_start __pyx_string_tab[188]
+#define __pyx_n_u_starved __pyx_string_tab[189]
+#define __pyx_n_u_status __pyx_string_tab[190]
+#define __pyx_n_u_step __pyx_string_tab[191]
+#define __pyx_n_u_stop __pyx_string_tab[192]
+#define __pyx_n_u_struct __pyx_string_tab[193]
+#define __pyx_n_u_t __pyx_string_tab[194]
+#define __pyx_n_u_tables __pyx_string_tab[195]
+#define __pyx_n_u_tail __pyx_string_tab[196]
+#define __pyx_n_u_total __pyx_string_tab[197]
+#define __pyx_n_u_trace __pyx_string_tab[198]
+#define __pyx_n_u_trace_fields __pyx_string_tab[199]
+#define __pyx_n_u_trace_ptr __pyx_string_tab[200]
+#define __pyx_n_u_unpack __pyx_string_tab[201]
+#define __pyx_n_u_update __pyx_string_tab[202]
+#define __pyx_n_u_values __pyx_string_tab[203]
+#define __pyx_n_u_vector_cost __pyx_string_tab[204]
+#define __pyx_n_u_x __pyx_string_tab[205]
+#define __pyx_n_u_zeros __pyx_string_tab[206]
+#define __pyx_n_b_O __pyx_string_tab[207]
+#define __pyx_kp_b_iso88591_7_1_6_b_87_1F_Cy_qPQQXXZZ_G1AWB __pyx_string_tab[208]
+#define __pyx_kp_b_iso88591_q_q_vQa_fAQ_fAQ_vQa_6_V1A_V1A_Q __pyx_string_tab[209]
 #define __pyx_int_0 __pyx_number_tab[0]
 #define __pyx_int_neg_1 __pyx_number_tab[1]
 #define __pyx_int_136983863 __pyx_number_tab[2]
@@ -4482,7 +4497,7 @@ static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
   for (int i=0; i<1; ++i) { Py_CLEAR(clear_module_state->__pyx_slice[i]); }
   for (int i=0; i<3; ++i) { Py_CLEAR(clear_module_state->__pyx_tuple[i]); }
   for (int i=0; i<2; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<209; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<210; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
   for (int i=0; i<3; ++i) { Py_CLEAR(clear_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_clear_contents ### */
 /* CommonTypesMetaclass.module_state_clear */
@@ -4536,7 +4551,7 @@ static CYTHON_SMALL_CODE int __pyx_m_traverse(PyObject *m, visitproc visit, void
   for (int i=0; i<1; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_slice[i]); }
   for (int i=0; i<3; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_tuple[i]); }
   for (int i=0; i<2; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<209; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<210; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
   for (int i=0; i<3; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_traverse_contents ### */
 /* CommonTypesMetaclass.module_state_traverse */
@@ -20601,7 +20616,7 @@ static CYTHON_INLINE NPY_DATETIMEUNIT __pyx_f_5numpy_get_datetime64_unit(PyObjec
   return __pyx_r;
 }
 
-/* "pypto/sim/_engine.pyx":140
+/* "pypto/sim/_engine.pyx":148
  * 
  * 
  * def _check_layout(instr_fields, trace_fields):             # <<<<<<<<<<<<<<
@@ -20650,39 +20665,39 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_instr_fields,&__pyx_mstate_global->__pyx_n_u_trace_fields,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 140, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 148, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 140, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 148, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 140, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 148, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "_check_layout", 0) < (0)) __PYX_ERR(0, 140, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "_check_layout", 0) < (0)) __PYX_ERR(0, 148, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("_check_layout", 1, 2, 2, i); __PYX_ERR(0, 140, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("_check_layout", 1, 2, 2, i); __PYX_ERR(0, 148, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 2)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 140, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 148, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 140, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 148, __pyx_L3_error)
     }
     __pyx_v_instr_fields = values[0];
     __pyx_v_trace_fields = values[1];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("_check_layout", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 140, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("_check_layout", 1, 2, 2, __pyx_nargs); __PYX_ERR(0, 148, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -20721,7 +20736,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine__check_layout(CYTHON_UNUSED PyObj
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_check_layout", 0);
 
-  /* "pypto/sim/_engine.pyx":144
+  /* "pypto/sim/_engine.pyx":152
  *     cdef Instr i
  *     cdef TraceRec t
  *     cdef char* b = <char*>&i             # <<<<<<<<<<<<<<
@@ -20730,235 +20745,235 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine__check_layout(CYTHON_UNUSED PyObj
 */
   __pyx_v_b = ((char *)(&__pyx_v_i));
 
-  /* "pypto/sim/_engine.pyx":145
+  /* "pypto/sim/_engine.pyx":153
  *     cdef TraceRec t
  *     cdef char* b = <char*>&i
  *     got = {"op": <char*>&i.op - b, "pipe": <char*>&i.pipe - b, "pipe2": <char*>&i.pipe2 - b,             # <<<<<<<<<<<<<<
  *            "event": <char*>&i.event - b, "dtype": <char*>&i.dtype - b,
  *            "sdtype": <char*>&i.sdtype - b, "flags": <char*>&i.flags - b,
 */
-  __pyx_t_1 = __Pyx_PyDict_NewPresized(28); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 145, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyDict_NewPresized(28); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.op)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 145, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.op)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_op, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_op, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.pipe)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 145, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.pipe)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_pipe, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_pipe, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.pipe2)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 145, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.pipe2)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_pipe2, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_pipe2, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "pypto/sim/_engine.pyx":146
+  /* "pypto/sim/_engine.pyx":154
  *     cdef char* b = <char*>&i
  *     got = {"op": <char*>&i.op - b, "pipe": <char*>&i.pipe - b, "pipe2": <char*>&i.pipe2 - b,
  *            "event": <char*>&i.event - b, "dtype": <char*>&i.dtype - b,             # <<<<<<<<<<<<<<
  *            "sdtype": <char*>&i.sdtype - b, "flags": <char*>&i.flags - b,
  *            "gm": <char*>&i.gm - b, "imm": <char*>&i.imm - b,
 */
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.event)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 146, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.event)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 154, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_event, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_event, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.dtype)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 146, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.dtype)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 154, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_dtype, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_dtype, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "pypto/sim/_engine.pyx":147
+  /* "pypto/sim/_engine.pyx":155
  *     got = {"op": <char*>&i.op - b, "pipe": <char*>&i.pipe - b, "pipe2": <char*>&i.pipe2 - b,
  *            "event": <char*>&i.event - b, "dtype": <char*>&i.dtype - b,
  *            "sdtype": <char*>&i.sdtype - b, "flags": <char*>&i.flags - b,             # <<<<<<<<<<<<<<
  *            "gm": <char*>&i.gm - b, "imm": <char*>&i.imm - b,
  *            "d_mem": <char*>&i.d_mem - b, "d_addr": <char*>&i.d_addr - b,
 */
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.sdtype)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 147, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.sdtype)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 155, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_sdtype, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_sdtype, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.flags)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 147, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.flags)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 155, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_flags, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_flags, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "pypto/sim/_engine.pyx":148
+  /* "pypto/sim/_engine.pyx":156
  *            "event": <char*>&i.event - b, "dtype": <char*>&i.dtype - b,
  *            "sdtype": <char*>&i.sdtype - b, "flags": <char*>&i.flags - b,
  *            "gm": <char*>&i.gm - b, "imm": <char*>&i.imm - b,             # <<<<<<<<<<<<<<
  *            "d_mem": <char*>&i.d_mem - b, "d_addr": <char*>&i.d_addr - b,
  *            "d_rows": <char*>&i.d_rows - b, "d_cols": <char*>&i.d_cols - b,
 */
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.gm)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 148, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.gm)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 156, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_gm, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_gm, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.imm)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 148, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.imm)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 156, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_imm, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_imm, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "pypto/sim/_engine.pyx":149
+  /* "pypto/sim/_engine.pyx":157
  *            "sdtype": <char*>&i.sdtype - b, "flags": <char*>&i.flags - b,
  *            "gm": <char*>&i.gm - b, "imm": <char*>&i.imm - b,
  *            "d_mem": <char*>&i.d_mem - b, "d_addr": <char*>&i.d_addr - b,             # <<<<<<<<<<<<<<
  *            "d_rows": <char*>&i.d_rows - b, "d_cols": <char*>&i.d_cols - b,
  *            "d_rs": <char*>&i.d_rs - b, "d_cs": <char*>&i.d_cs - b,
 */
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.d_mem)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 149, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.d_mem)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 157, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_d_mem, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_d_mem, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.d_addr)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 149, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.d_addr)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 157, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_d_addr, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_d_addr, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "pypto/sim/_engine.pyx":150
+  /* "pypto/sim/_engine.pyx":158
  *            "gm": <char*>&i.gm - b, "imm": <char*>&i.imm - b,
  *            "d_mem": <char*>&i.d_mem - b, "d_addr": <char*>&i.d_addr - b,
  *            "d_rows": <char*>&i.d_rows - b, "d_cols": <char*>&i.d_cols - b,             # <<<<<<<<<<<<<<
  *            "d_rs": <char*>&i.d_rs - b, "d_cs": <char*>&i.d_cs - b,
  *            "a_mem": <char*>&i.a_mem - b, "a_addr": <char*>&i.a_addr - b,
 */
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.d_rows)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 150, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.d_rows)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 158, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_d_rows, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_d_rows, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.d_cols)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 150, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.d_cols)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 158, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_d_cols, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_d_cols, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "pypto/sim/_engine.pyx":151
+  /* "pypto/sim/_engine.pyx":159
  *            "d_mem": <char*>&i.d_mem - b, "d_addr": <char*>&i.d_addr - b,
  *            "d_rows": <char*>&i.d_rows - b, "d_cols": <char*>&i.d_cols - b,
  *            "d_rs": <char*>&i.d_rs - b, "d_cs": <char*>&i.d_cs - b,             # <<<<<<<<<<<<<<
  *            "a_mem": <char*>&i.a_mem - b, "a_addr": <char*>&i.a_addr - b,
  *            "a_rows": <char*>&i.a_rows - b, "a_cols": <char*>&i.a_cols - b,
 */
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.d_rs)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 151, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.d_rs)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 159, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_d_rs, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_d_rs, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.d_cs)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 151, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.d_cs)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 159, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_d_cs, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_d_cs, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "pypto/sim/_engine.pyx":152
+  /* "pypto/sim/_engine.pyx":160
  *            "d_rows": <char*>&i.d_rows - b, "d_cols": <char*>&i.d_cols - b,
  *            "d_rs": <char*>&i.d_rs - b, "d_cs": <char*>&i.d_cs - b,
  *            "a_mem": <char*>&i.a_mem - b, "a_addr": <char*>&i.a_addr - b,             # <<<<<<<<<<<<<<
  *            "a_rows": <char*>&i.a_rows - b, "a_cols": <char*>&i.a_cols - b,
  *            "a_rs": <char*>&i.a_rs - b, "a_cs": <char*>&i.a_cs - b,
 */
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.a_mem)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 152, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.a_mem)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 160, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_a_mem, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_a_mem, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.a_addr)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 152, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.a_addr)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 160, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_a_addr, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_a_addr, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "pypto/sim/_engine.pyx":153
+  /* "pypto/sim/_engine.pyx":161
  *            "d_rs": <char*>&i.d_rs - b, "d_cs": <char*>&i.d_cs - b,
  *            "a_mem": <char*>&i.a_mem - b, "a_addr": <char*>&i.a_addr - b,
  *            "a_rows": <char*>&i.a_rows - b, "a_cols": <char*>&i.a_cols - b,             # <<<<<<<<<<<<<<
  *            "a_rs": <char*>&i.a_rs - b, "a_cs": <char*>&i.a_cs - b,
  *            "b_mem": <char*>&i.b_mem - b, "b_addr": <char*>&i.b_addr - b,
 */
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.a_rows)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 153, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.a_rows)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 161, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_a_rows, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_a_rows, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.a_cols)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 153, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.a_cols)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 161, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_a_cols, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_a_cols, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "pypto/sim/_engine.pyx":154
+  /* "pypto/sim/_engine.pyx":162
  *            "a_mem": <char*>&i.a_mem - b, "a_addr": <char*>&i.a_addr - b,
  *            "a_rows": <char*>&i.a_rows - b, "a_cols": <char*>&i.a_cols - b,
  *            "a_rs": <char*>&i.a_rs - b, "a_cs": <char*>&i.a_cs - b,             # <<<<<<<<<<<<<<
  *            "b_mem": <char*>&i.b_mem - b, "b_addr": <char*>&i.b_addr - b,
  *            "b_rows": <char*>&i.b_rows - b, "b_cols": <char*>&i.b_cols - b,
 */
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.a_rs)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 154, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.a_rs)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 162, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_a_rs, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_a_rs, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.a_cs)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 154, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.a_cs)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 162, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_a_cs, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_a_cs, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "pypto/sim/_engine.pyx":155
+  /* "pypto/sim/_engine.pyx":163
  *            "a_rows": <char*>&i.a_rows - b, "a_cols": <char*>&i.a_cols - b,
  *            "a_rs": <char*>&i.a_rs - b, "a_cs": <char*>&i.a_cs - b,
  *            "b_mem": <char*>&i.b_mem - b, "b_addr": <char*>&i.b_addr - b,             # <<<<<<<<<<<<<<
  *            "b_rows": <char*>&i.b_rows - b, "b_cols": <char*>&i.b_cols - b,
  *            "b_rs": <char*>&i.b_rs - b, "b_cs": <char*>&i.b_cs - b,
 */
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.b_mem)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 155, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.b_mem)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 163, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_b_mem, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_b_mem, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.b_addr)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 155, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.b_addr)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 163, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_b_addr, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_b_addr, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "pypto/sim/_engine.pyx":156
+  /* "pypto/sim/_engine.pyx":164
  *            "a_rs": <char*>&i.a_rs - b, "a_cs": <char*>&i.a_cs - b,
  *            "b_mem": <char*>&i.b_mem - b, "b_addr": <char*>&i.b_addr - b,
  *            "b_rows": <char*>&i.b_rows - b, "b_cols": <char*>&i.b_cols - b,             # <<<<<<<<<<<<<<
  *            "b_rs": <char*>&i.b_rs - b, "b_cs": <char*>&i.b_cs - b,
  *            "itemsize": sizeof(Instr)}
 */
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.b_rows)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 156, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.b_rows)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 164, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_b_rows, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_b_rows, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.b_cols)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 156, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.b_cols)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 164, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_b_cols, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_b_cols, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "pypto/sim/_engine.pyx":157
+  /* "pypto/sim/_engine.pyx":165
  *            "b_mem": <char*>&i.b_mem - b, "b_addr": <char*>&i.b_addr - b,
  *            "b_rows": <char*>&i.b_rows - b, "b_cols": <char*>&i.b_cols - b,
  *            "b_rs": <char*>&i.b_rs - b, "b_cs": <char*>&i.b_cs - b,             # <<<<<<<<<<<<<<
  *            "itemsize": sizeof(Instr)}
  *     b = <char*>&t
 */
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.b_rs)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 157, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.b_rs)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 165, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_b_rs, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_b_rs, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.b_cs)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 157, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_i.b_cs)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 165, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_b_cs, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_b_cs, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "pypto/sim/_engine.pyx":158
+  /* "pypto/sim/_engine.pyx":166
  *            "b_rows": <char*>&i.b_rows - b, "b_cols": <char*>&i.b_cols - b,
  *            "b_rs": <char*>&i.b_rs - b, "b_cs": <char*>&i.b_cs - b,
  *            "itemsize": sizeof(Instr)}             # <<<<<<<<<<<<<<
  *     b = <char*>&t
  *     got_trace = {"core": <char*>&t.core - b, "index": <char*>&t.index - b,
 */
-  __pyx_t_2 = __Pyx_PyLong_FromSize_t((sizeof(struct __pyx_t_5pypto_3sim_7_engine_Instr))); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 158, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_FromSize_t((sizeof(struct __pyx_t_5pypto_3sim_7_engine_Instr))); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 166, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_itemsize, __pyx_t_2) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_itemsize, __pyx_t_2) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __pyx_v_got = ((PyObject*)__pyx_t_1);
   __pyx_t_1 = 0;
 
-  /* "pypto/sim/_engine.pyx":159
+  /* "pypto/sim/_engine.pyx":167
  *            "b_rs": <char*>&i.b_rs - b, "b_cs": <char*>&i.b_cs - b,
  *            "itemsize": sizeof(Instr)}
  *     b = <char*>&t             # <<<<<<<<<<<<<<
@@ -20967,78 +20982,78 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine__check_layout(CYTHON_UNUSED PyObj
 */
   __pyx_v_b = ((char *)(&__pyx_v_t));
 
-  /* "pypto/sim/_engine.pyx":160
+  /* "pypto/sim/_engine.pyx":168
  *            "itemsize": sizeof(Instr)}
  *     b = <char*>&t
  *     got_trace = {"core": <char*>&t.core - b, "index": <char*>&t.index - b,             # <<<<<<<<<<<<<<
  *                  "pipe": <char*>&t.pipe - b, "op": <char*>&t.op - b,
  *                  "start": <char*>&t.start - b, "end": <char*>&t.end - b,
 */
-  __pyx_t_1 = __Pyx_PyDict_NewPresized(7); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 160, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyDict_NewPresized(7); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 168, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_t.core)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 160, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_t.core)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 168, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_core, __pyx_t_2) < (0)) __PYX_ERR(0, 160, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_core, __pyx_t_2) < (0)) __PYX_ERR(0, 168, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_t.index)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 160, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_t.index)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 168, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_index, __pyx_t_2) < (0)) __PYX_ERR(0, 160, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_index, __pyx_t_2) < (0)) __PYX_ERR(0, 168, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "pypto/sim/_engine.pyx":161
+  /* "pypto/sim/_engine.pyx":169
  *     b = <char*>&t
  *     got_trace = {"core": <char*>&t.core - b, "index": <char*>&t.index - b,
  *                  "pipe": <char*>&t.pipe - b, "op": <char*>&t.op - b,             # <<<<<<<<<<<<<<
  *                  "start": <char*>&t.start - b, "end": <char*>&t.end - b,
  *                  "itemsize": sizeof(TraceRec)}
 */
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_t.pipe)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 161, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_t.pipe)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 169, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_pipe, __pyx_t_2) < (0)) __PYX_ERR(0, 160, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_pipe, __pyx_t_2) < (0)) __PYX_ERR(0, 168, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_t.op)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 161, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_t.op)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 169, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_op, __pyx_t_2) < (0)) __PYX_ERR(0, 160, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_op, __pyx_t_2) < (0)) __PYX_ERR(0, 168, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "pypto/sim/_engine.pyx":162
+  /* "pypto/sim/_engine.pyx":170
  *     got_trace = {"core": <char*>&t.core - b, "index": <char*>&t.index - b,
  *                  "pipe": <char*>&t.pipe - b, "op": <char*>&t.op - b,
  *                  "start": <char*>&t.start - b, "end": <char*>&t.end - b,             # <<<<<<<<<<<<<<
  *                  "itemsize": sizeof(TraceRec)}
  *     if got != instr_fields or got_trace != trace_fields:
 */
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_t.start)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 162, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_t.start)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 170, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_start, __pyx_t_2) < (0)) __PYX_ERR(0, 160, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_start, __pyx_t_2) < (0)) __PYX_ERR(0, 168, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_t.end)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 162, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_ptrdiff_t((((char *)(&__pyx_v_t.end)) - __pyx_v_b)); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 170, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_end, __pyx_t_2) < (0)) __PYX_ERR(0, 160, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_end, __pyx_t_2) < (0)) __PYX_ERR(0, 168, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "pypto/sim/_engine.pyx":163
+  /* "pypto/sim/_engine.pyx":171
  *                  "pipe": <char*>&t.pipe - b, "op": <char*>&t.op - b,
  *                  "start": <char*>&t.start - b, "end": <char*>&t.end - b,
  *                  "itemsize": sizeof(TraceRec)}             # <<<<<<<<<<<<<<
  *     if got != instr_fields or got_trace != trace_fields:
  *         raise ImportError("pypto.sim._engine was built for another INSTR/TRACE layout; "
 */
-  __pyx_t_2 = __Pyx_PyLong_FromSize_t((sizeof(struct __pyx_t_5pypto_3sim_7_engine_TraceRec))); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 163, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_FromSize_t((sizeof(struct __pyx_t_5pypto_3sim_7_engine_TraceRec))); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 171, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_itemsize, __pyx_t_2) < (0)) __PYX_ERR(0, 160, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_itemsize, __pyx_t_2) < (0)) __PYX_ERR(0, 168, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __pyx_v_got_trace = ((PyObject*)__pyx_t_1);
   __pyx_t_1 = 0;
 
-  /* "pypto/sim/_engine.pyx":164
+  /* "pypto/sim/_engine.pyx":172
  *                  "start": <char*>&t.start - b, "end": <char*>&t.end - b,
  *                  "itemsize": sizeof(TraceRec)}
  *     if got != instr_fields or got_trace != trace_fields:             # <<<<<<<<<<<<<<
  *         raise ImportError("pypto.sim._engine was built for another INSTR/TRACE layout; "
  *                           "rebuild it with `pip install -e .`")
 */
-  __pyx_t_4 = __Pyx_PyObject_RichCompareBool(__pyx_v_got, __pyx_v_instr_fields, Py_NE); if (unlikely((__pyx_t_4 < 0))) __PYX_ERR(0, 164, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyObject_RichCompareBool(__pyx_v_got, __pyx_v_instr_fields, Py_NE); if (unlikely((__pyx_t_4 < 0))) __PYX_ERR(0, 172, __pyx_L1_error)
   if (!__pyx_t_4) {
 
   } else {
@@ -21047,7 +21062,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine__check_layout(CYTHON_UNUSED PyObj
 
     goto __pyx_L4_bool_binop_done;
   }
-  __pyx_t_4 = __Pyx_PyObject_RichCompareBool(__pyx_v_got_trace, __pyx_v_trace_fields, Py_NE); if (unlikely((__pyx_t_4 < 0))) __PYX_ERR(0, 164, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyObject_RichCompareBool(__pyx_v_got_trace, __pyx_v_trace_fields, Py_NE); if (unlikely((__pyx_t_4 < 0))) __PYX_ERR(0, 172, __pyx_L1_error)
 
   __pyx_t_3 = __pyx_t_4;
 
@@ -21055,7 +21070,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine__check_layout(CYTHON_UNUSED PyObj
   if (unlikely(__pyx_t_3)) {
 
 
-    /* "pypto/sim/_engine.pyx":165
+    /* "pypto/sim/_engine.pyx":173
  *                  "itemsize": sizeof(TraceRec)}
  *     if got != instr_fields or got_trace != trace_fields:
  *         raise ImportError("pypto.sim._engine was built for another INSTR/TRACE layout; "             # <<<<<<<<<<<<<<
@@ -21068,14 +21083,14 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine__check_layout(CYTHON_UNUSED PyObj
       PyObject *__pyx_callargs[2] = {__pyx_t_2, __pyx_mstate_global->__pyx_kp_u_pypto_sim__engine_was_built_for};
       __pyx_t_1 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_ImportError)), __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (__pyx_t_5*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_2); __pyx_t_2 = 0;
-      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 165, __pyx_L1_error)
+      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 173, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_1);
     }
     __Pyx_Raise(__pyx_t_1, 0, 0, 0);
     __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-    __PYX_ERR(0, 165, __pyx_L1_error)
+    __PYX_ERR(0, 173, __pyx_L1_error)
 
-    /* "pypto/sim/_engine.pyx":164
+    /* "pypto/sim/_engine.pyx":172
  *                  "start": <char*>&t.start - b, "end": <char*>&t.end - b,
  *                  "itemsize": sizeof(TraceRec)}
  *     if got != instr_fields or got_trace != trace_fields:             # <<<<<<<<<<<<<<
@@ -21084,7 +21099,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine__check_layout(CYTHON_UNUSED PyObj
 */
   }
 
-  /* "pypto/sim/_engine.pyx":140
+  /* "pypto/sim/_engine.pyx":148
  * 
  * 
  * def _check_layout(instr_fields, trace_fields):             # <<<<<<<<<<<<<<
@@ -21111,7 +21126,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine__check_layout(CYTHON_UNUSED PyObj
   return __pyx_r;
 }
 
-/* "pypto/sim/_engine.pyx":171
+/* "pypto/sim/_engine.pyx":179
  * # -- Python's integer division and modulo ---------------------------------------------------
  * 
  * cdef inline int64_t floordiv(int64_t a, int64_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -21125,7 +21140,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_floordiv(int64_t __pyx
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "pypto/sim/_engine.pyx":172
+  /* "pypto/sim/_engine.pyx":180
  * 
  * cdef inline int64_t floordiv(int64_t a, int64_t b) noexcept nogil:
  *     cdef int64_t q = a / b             # <<<<<<<<<<<<<<
@@ -21134,7 +21149,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_floordiv(int64_t __pyx
 */
   __pyx_v_q = (__pyx_v_a / __pyx_v_b);
 
-  /* "pypto/sim/_engine.pyx":173
+  /* "pypto/sim/_engine.pyx":181
  * cdef inline int64_t floordiv(int64_t a, int64_t b) noexcept nogil:
  *     cdef int64_t q = a / b
  *     if (a % b != 0) and ((a < 0) != (b < 0)):             # <<<<<<<<<<<<<<
@@ -21160,7 +21175,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_floordiv(int64_t __pyx
   if (__pyx_t_1) {
 
 
-    /* "pypto/sim/_engine.pyx":174
+    /* "pypto/sim/_engine.pyx":182
  *     cdef int64_t q = a / b
  *     if (a % b != 0) and ((a < 0) != (b < 0)):
  *         q -= 1             # <<<<<<<<<<<<<<
@@ -21169,7 +21184,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_floordiv(int64_t __pyx
 */
     __pyx_v_q = (__pyx_v_q - 1);
 
-    /* "pypto/sim/_engine.pyx":173
+    /* "pypto/sim/_engine.pyx":181
  * cdef inline int64_t floordiv(int64_t a, int64_t b) noexcept nogil:
  *     cdef int64_t q = a / b
  *     if (a % b != 0) and ((a < 0) != (b < 0)):             # <<<<<<<<<<<<<<
@@ -21178,7 +21193,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_floordiv(int64_t __pyx
 */
   }
 
-  /* "pypto/sim/_engine.pyx":175
+  /* "pypto/sim/_engine.pyx":183
  *     if (a % b != 0) and ((a < 0) != (b < 0)):
  *         q -= 1
  *     return q             # <<<<<<<<<<<<<<
@@ -21191,7 +21206,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_floordiv(int64_t __pyx
   }
   goto __pyx_L0;
 
-  /* "pypto/sim/_engine.pyx":171
+  /* "pypto/sim/_engine.pyx":179
  * # -- Python's integer division and modulo ---------------------------------------------------
  * 
  * cdef inline int64_t floordiv(int64_t a, int64_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -21205,7 +21220,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_floordiv(int64_t __pyx
   return __pyx_r;
 }
 
-/* "pypto/sim/_engine.pyx":178
+/* "pypto/sim/_engine.pyx":186
  * 
  * 
  * cdef inline int64_t pymod(int64_t a, int64_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -21219,7 +21234,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_pymod(int64_t __pyx_v_
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "pypto/sim/_engine.pyx":179
+  /* "pypto/sim/_engine.pyx":187
  * 
  * cdef inline int64_t pymod(int64_t a, int64_t b) noexcept nogil:
  *     cdef int64_t r = a % b             # <<<<<<<<<<<<<<
@@ -21228,7 +21243,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_pymod(int64_t __pyx_v_
 */
   __pyx_v_r = (__pyx_v_a % __pyx_v_b);
 
-  /* "pypto/sim/_engine.pyx":180
+  /* "pypto/sim/_engine.pyx":188
  * cdef inline int64_t pymod(int64_t a, int64_t b) noexcept nogil:
  *     cdef int64_t r = a % b
  *     if r != 0 and ((r < 0) != (b < 0)):             # <<<<<<<<<<<<<<
@@ -21254,7 +21269,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_pymod(int64_t __pyx_v_
   if (__pyx_t_1) {
 
 
-    /* "pypto/sim/_engine.pyx":181
+    /* "pypto/sim/_engine.pyx":189
  *     cdef int64_t r = a % b
  *     if r != 0 and ((r < 0) != (b < 0)):
  *         r += b             # <<<<<<<<<<<<<<
@@ -21263,7 +21278,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_pymod(int64_t __pyx_v_
 */
     __pyx_v_r = (__pyx_v_r + __pyx_v_b);
 
-    /* "pypto/sim/_engine.pyx":180
+    /* "pypto/sim/_engine.pyx":188
  * cdef inline int64_t pymod(int64_t a, int64_t b) noexcept nogil:
  *     cdef int64_t r = a % b
  *     if r != 0 and ((r < 0) != (b < 0)):             # <<<<<<<<<<<<<<
@@ -21272,7 +21287,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_pymod(int64_t __pyx_v_
 */
   }
 
-  /* "pypto/sim/_engine.pyx":182
+  /* "pypto/sim/_engine.pyx":190
  *     if r != 0 and ((r < 0) != (b < 0)):
  *         r += b
  *     return r             # <<<<<<<<<<<<<<
@@ -21285,7 +21300,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_pymod(int64_t __pyx_v_
   }
   goto __pyx_L0;
 
-  /* "pypto/sim/_engine.pyx":178
+  /* "pypto/sim/_engine.pyx":186
  * 
  * 
  * cdef inline int64_t pymod(int64_t a, int64_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -21299,7 +21314,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_pymod(int64_t __pyx_v_
   return __pyx_r;
 }
 
-/* "pypto/sim/_engine.pyx":185
+/* "pypto/sim/_engine.pyx":193
  * 
  * 
  * cdef inline int64_t ceildiv(int64_t a, int64_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -21310,7 +21325,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_pymod(int64_t __pyx_v_
 static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_ceildiv(int64_t __pyx_v_a, int64_t __pyx_v_b) {
   int64_t __pyx_r;
 
-  /* "pypto/sim/_engine.pyx":186
+  /* "pypto/sim/_engine.pyx":194
  * 
  * cdef inline int64_t ceildiv(int64_t a, int64_t b) noexcept nogil:
  *     return -floordiv(-a, b)             # <<<<<<<<<<<<<<
@@ -21323,7 +21338,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_ceildiv(int64_t __pyx_
   }
   goto __pyx_L0;
 
-  /* "pypto/sim/_engine.pyx":185
+  /* "pypto/sim/_engine.pyx":193
  * 
  * 
  * cdef inline int64_t ceildiv(int64_t a, int64_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -21336,7 +21351,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_ceildiv(int64_t __pyx_
   return __pyx_r;
 }
 
-/* "pypto/sim/_engine.pyx":189
+/* "pypto/sim/_engine.pyx":197
  * 
  * 
  * cdef inline int64_t imax(int64_t a, int64_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -21349,7 +21364,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_imax(int64_t __pyx_v_a
   int64_t __pyx_t_1;
   int __pyx_t_2;
 
-  /* "pypto/sim/_engine.pyx":190
+  /* "pypto/sim/_engine.pyx":198
  * 
  * cdef inline int64_t imax(int64_t a, int64_t b) noexcept nogil:
  *     return a if a > b else b             # <<<<<<<<<<<<<<
@@ -21371,7 +21386,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_imax(int64_t __pyx_v_a
   }
   goto __pyx_L0;
 
-  /* "pypto/sim/_engine.pyx":189
+  /* "pypto/sim/_engine.pyx":197
  * 
  * 
  * cdef inline int64_t imax(int64_t a, int64_t b) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -21384,350 +21399,733 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_imax(int64_t __pyx_v_a
   return __pyx_r;
 }
 
-/* "pypto/sim/_engine.pyx":195
- * # -- L2 and the lines an access touches -----------------------------------------------------
+/* "pypto/sim/_engine.pyx":217
  * 
- * cdef inline bint l2_access(Sim* s, int64_t line) noexcept nogil:             # <<<<<<<<<<<<<<
- *     """``reference.L2.access``: touch ``line``; True if it was present."""
- *     cdef int64_t* way = s.l2 + pymod(line, s.sets) * (2 * L2_WAYS)
+ * 
+ * cdef inline void split_line(Sim* s, int64_t line, int64_t* set_, int64_t* tag) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     """(line mod sets, line // sets) with Python's floor semantics, by a reciprocal."""
+ *     cdef int64_t q = <int64_t>floor(<double>line * s.inv_sets)
 */
 
-static CYTHON_INLINE int __pyx_f_5pypto_3sim_7_engine_l2_access(struct __pyx_t_5pypto_3sim_7_engine_Sim *__pyx_v_s, int64_t __pyx_v_line) {
-  int64_t *__pyx_v_way;
-  int64_t __pyx_v_tag1;
-  int __pyx_v_w;
-  int __pyx_v_victim;
-  int __pyx_r;
+static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_split_line(struct __pyx_t_5pypto_3sim_7_engine_Sim *__pyx_v_s, int64_t __pyx_v_line, int64_t *__pyx_v_set_, int64_t *__pyx_v_tag) {
+  int64_t __pyx_v_q;
+  int64_t __pyx_v_r;
   int __pyx_t_1;
-  int __pyx_t_2;
-  int __pyx_t_3;
-  int __pyx_t_4;
-  int64_t __pyx_t_5;
 
-  /* "pypto/sim/_engine.pyx":197
- * cdef inline bint l2_access(Sim* s, int64_t line) noexcept nogil:
- *     """``reference.L2.access``: touch ``line``; True if it was present."""
- *     cdef int64_t* way = s.l2 + pymod(line, s.sets) * (2 * L2_WAYS)             # <<<<<<<<<<<<<<
- *     cdef int64_t tag1 = floordiv(line, s.sets) + 1
- *     cdef int w, victim = 0
+  /* "pypto/sim/_engine.pyx":219
+ * cdef inline void split_line(Sim* s, int64_t line, int64_t* set_, int64_t* tag) noexcept nogil:
+ *     """(line mod sets, line // sets) with Python's floor semantics, by a reciprocal."""
+ *     cdef int64_t q = <int64_t>floor(<double>line * s.inv_sets)             # <<<<<<<<<<<<<<
+ *     cdef int64_t r = line - q * s.sets
+ *     while r < 0:
 */
-  __pyx_v_way = (__pyx_v_s->l2 + (__pyx_f_5pypto_3sim_7_engine_pymod(__pyx_v_line, __pyx_v_s->sets) * (2 * __pyx_e_5pypto_3sim_7_engine_L2_WAYS)));
+  __pyx_v_q = ((int64_t)floor((((double)__pyx_v_line) * __pyx_v_s->inv_sets)));
 
-  /* "pypto/sim/_engine.pyx":198
- *     """``reference.L2.access``: touch ``line``; True if it was present."""
- *     cdef int64_t* way = s.l2 + pymod(line, s.sets) * (2 * L2_WAYS)
- *     cdef int64_t tag1 = floordiv(line, s.sets) + 1             # <<<<<<<<<<<<<<
- *     cdef int w, victim = 0
- *     s.clock += 1
+  /* "pypto/sim/_engine.pyx":220
+ *     """(line mod sets, line // sets) with Python's floor semantics, by a reciprocal."""
+ *     cdef int64_t q = <int64_t>floor(<double>line * s.inv_sets)
+ *     cdef int64_t r = line - q * s.sets             # <<<<<<<<<<<<<<
+ *     while r < 0:
+ *         q -= 1
 */
-  __pyx_v_tag1 = (__pyx_f_5pypto_3sim_7_engine_floordiv(__pyx_v_line, __pyx_v_s->sets) + 1);
+  __pyx_v_r = (__pyx_v_line - (__pyx_v_q * __pyx_v_s->sets));
 
-  /* "pypto/sim/_engine.pyx":199
- *     cdef int64_t* way = s.l2 + pymod(line, s.sets) * (2 * L2_WAYS)
- *     cdef int64_t tag1 = floordiv(line, s.sets) + 1
- *     cdef int w, victim = 0             # <<<<<<<<<<<<<<
- *     s.clock += 1
- *     for w in range(L2_WAYS):
+  /* "pypto/sim/_engine.pyx":221
+ *     cdef int64_t q = <int64_t>floor(<double>line * s.inv_sets)
+ *     cdef int64_t r = line - q * s.sets
+ *     while r < 0:             # <<<<<<<<<<<<<<
+ *         q -= 1
+ *         r += s.sets
 */
-  __pyx_v_victim = 0;
+  while (1) {
+    __pyx_t_1 = (__pyx_v_r < 0);
 
-  /* "pypto/sim/_engine.pyx":200
- *     cdef int64_t tag1 = floordiv(line, s.sets) + 1
- *     cdef int w, victim = 0
- *     s.clock += 1             # <<<<<<<<<<<<<<
- *     for w in range(L2_WAYS):
- *         if way[2 * w] == tag1:
+
+    if (!__pyx_t_1) break;
+
+    /* "pypto/sim/_engine.pyx":222
+ *     cdef int64_t r = line - q * s.sets
+ *     while r < 0:
+ *         q -= 1             # <<<<<<<<<<<<<<
+ *         r += s.sets
+ *     while r >= s.sets:
 */
-  __pyx_v_s->clock = (__pyx_v_s->clock + 1);
+    __pyx_v_q = (__pyx_v_q - 1);
 
-  /* "pypto/sim/_engine.pyx":201
- *     cdef int w, victim = 0
- *     s.clock += 1
- *     for w in range(L2_WAYS):             # <<<<<<<<<<<<<<
- *         if way[2 * w] == tag1:
- *             way[2 * w + 1] = s.clock
+    /* "pypto/sim/_engine.pyx":223
+ *     while r < 0:
+ *         q -= 1
+ *         r += s.sets             # <<<<<<<<<<<<<<
+ *     while r >= s.sets:
+ *         q += 1
 */
-
-  __pyx_t_1 = __pyx_e_5pypto_3sim_7_engine_L2_WAYS;
-  __pyx_t_2 = __pyx_t_1;
-
-  for (__pyx_t_3 = 0; __pyx_t_3 < __pyx_t_2; __pyx_t_3+=1) {
-    __pyx_v_w = __pyx_t_3;
-
-    /* "pypto/sim/_engine.pyx":202
- *     s.clock += 1
- *     for w in range(L2_WAYS):
- *         if way[2 * w] == tag1:             # <<<<<<<<<<<<<<
- *             way[2 * w + 1] = s.clock
- *             return True
-*/
-    __pyx_t_4 = ((__pyx_v_way[(2 * __pyx_v_w)]) == __pyx_v_tag1);
-
-    if (__pyx_t_4) {
-
-
-      /* "pypto/sim/_engine.pyx":203
- *     for w in range(L2_WAYS):
- *         if way[2 * w] == tag1:
- *             way[2 * w + 1] = s.clock             # <<<<<<<<<<<<<<
- *             return True
- *         if way[2 * w + 1] < way[2 * victim + 1]:
-*/
-      __pyx_t_5 = __pyx_v_s->clock;
-
-      (__pyx_v_way[((2 * __pyx_v_w) + 1)]) = __pyx_t_5;
-
-
-      /* "pypto/sim/_engine.pyx":204
- *         if way[2 * w] == tag1:
- *             way[2 * w + 1] = s.clock
- *             return True             # <<<<<<<<<<<<<<
- *         if way[2 * w + 1] < way[2 * victim + 1]:
- *             victim = w
-*/
-      {
-
-        __pyx_r = 1;
-      }
-      goto __pyx_L0;
-
-      /* "pypto/sim/_engine.pyx":202
- *     s.clock += 1
- *     for w in range(L2_WAYS):
- *         if way[2 * w] == tag1:             # <<<<<<<<<<<<<<
- *             way[2 * w + 1] = s.clock
- *             return True
-*/
-    }
-
-    /* "pypto/sim/_engine.pyx":205
- *             way[2 * w + 1] = s.clock
- *             return True
- *         if way[2 * w + 1] < way[2 * victim + 1]:             # <<<<<<<<<<<<<<
- *             victim = w
- *     way[2 * victim] = tag1
-*/
-    __pyx_t_4 = ((__pyx_v_way[((2 * __pyx_v_w) + 1)]) < (__pyx_v_way[((2 * __pyx_v_victim) + 1)]));
-
-    if (__pyx_t_4) {
-
-
-      /* "pypto/sim/_engine.pyx":206
- *             return True
- *         if way[2 * w + 1] < way[2 * victim + 1]:
- *             victim = w             # <<<<<<<<<<<<<<
- *     way[2 * victim] = tag1
- *     way[2 * victim + 1] = s.clock
-*/
-      __pyx_v_victim = __pyx_v_w;
-
-      /* "pypto/sim/_engine.pyx":205
- *             way[2 * w + 1] = s.clock
- *             return True
- *         if way[2 * w + 1] < way[2 * victim + 1]:             # <<<<<<<<<<<<<<
- *             victim = w
- *     way[2 * victim] = tag1
-*/
-    }
+    __pyx_v_r = (__pyx_v_r + __pyx_v_s->sets);
   }
 
-
-  /* "pypto/sim/_engine.pyx":207
- *         if way[2 * w + 1] < way[2 * victim + 1]:
- *             victim = w
- *     way[2 * victim] = tag1             # <<<<<<<<<<<<<<
- *     way[2 * victim + 1] = s.clock
- *     return False
+  /* "pypto/sim/_engine.pyx":224
+ *         q -= 1
+ *         r += s.sets
+ *     while r >= s.sets:             # <<<<<<<<<<<<<<
+ *         q += 1
+ *         r -= s.sets
 */
-  (__pyx_v_way[(2 * __pyx_v_victim)]) = __pyx_v_tag1;
+  while (1) {
+    __pyx_t_1 = (__pyx_v_r >= __pyx_v_s->sets);
 
-  /* "pypto/sim/_engine.pyx":208
- *             victim = w
- *     way[2 * victim] = tag1
- *     way[2 * victim + 1] = s.clock             # <<<<<<<<<<<<<<
- *     return False
+
+    if (!__pyx_t_1) break;
+
+    /* "pypto/sim/_engine.pyx":225
+ *         r += s.sets
+ *     while r >= s.sets:
+ *         q += 1             # <<<<<<<<<<<<<<
+ *         r -= s.sets
+ *     set_[0] = r
+*/
+    __pyx_v_q = (__pyx_v_q + 1);
+
+    /* "pypto/sim/_engine.pyx":226
+ *     while r >= s.sets:
+ *         q += 1
+ *         r -= s.sets             # <<<<<<<<<<<<<<
+ *     set_[0] = r
+ *     tag[0] = q
+*/
+    __pyx_v_r = (__pyx_v_r - __pyx_v_s->sets);
+  }
+
+  /* "pypto/sim/_engine.pyx":227
+ *         q += 1
+ *         r -= s.sets
+ *     set_[0] = r             # <<<<<<<<<<<<<<
+ *     tag[0] = q
  * 
 */
-  __pyx_t_5 = __pyx_v_s->clock;
+  (__pyx_v_set_[0]) = __pyx_v_r;
 
-  (__pyx_v_way[((2 * __pyx_v_victim) + 1)]) = __pyx_t_5;
+  /* "pypto/sim/_engine.pyx":228
+ *         r -= s.sets
+ *     set_[0] = r
+ *     tag[0] = q             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  (__pyx_v_tag[0]) = __pyx_v_q;
+
+  /* "pypto/sim/_engine.pyx":217
+ * 
+ * 
+ * cdef inline void split_line(Sim* s, int64_t line, int64_t* set_, int64_t* tag) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     """(line mod sets, line // sets) with Python's floor semantics, by a reciprocal."""
+ *     cdef int64_t q = <int64_t>floor(<double>line * s.inv_sets)
+*/
+
+  /* function exit code */
 
 
-  /* "pypto/sim/_engine.pyx":209
- *     way[2 * victim] = tag1
- *     way[2 * victim + 1] = s.clock
- *     return False             # <<<<<<<<<<<<<<
+}
+
+/* "pypto/sim/_engine.pyx":231
+ * 
+ * 
+ * cdef inline int64_t line_of(Sim* s, int64_t byte) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     if s.line_shift >= 0:
+ *         return byte >> s.line_shift    # arithmetic shift: floor division
+*/
+
+static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_line_of(struct __pyx_t_5pypto_3sim_7_engine_Sim *__pyx_v_s, int64_t __pyx_v_byte) {
+  int64_t __pyx_r;
+  int __pyx_t_1;
+
+  /* "pypto/sim/_engine.pyx":232
+ * 
+ * cdef inline int64_t line_of(Sim* s, int64_t byte) noexcept nogil:
+ *     if s.line_shift >= 0:             # <<<<<<<<<<<<<<
+ *         return byte >> s.line_shift    # arithmetic shift: floor division
+ *     return floordiv(byte, s.line_bytes)
+*/
+  __pyx_t_1 = (__pyx_v_s->line_shift >= 0);
+
+  if (__pyx_t_1) {
+
+
+    /* "pypto/sim/_engine.pyx":233
+ * cdef inline int64_t line_of(Sim* s, int64_t byte) noexcept nogil:
+ *     if s.line_shift >= 0:
+ *         return byte >> s.line_shift    # arithmetic shift: floor division             # <<<<<<<<<<<<<<
+ *     return floordiv(byte, s.line_bytes)
+ * 
+*/
+    {
+
+      __pyx_r = (__pyx_v_byte >> __pyx_v_s->line_shift);
+    }
+    goto __pyx_L0;
+
+    /* "pypto/sim/_engine.pyx":232
+ * 
+ * cdef inline int64_t line_of(Sim* s, int64_t byte) noexcept nogil:
+ *     if s.line_shift >= 0:             # <<<<<<<<<<<<<<
+ *         return byte >> s.line_shift    # arithmetic shift: floor division
+ *     return floordiv(byte, s.line_bytes)
+*/
+  }
+
+  /* "pypto/sim/_engine.pyx":234
+ *     if s.line_shift >= 0:
+ *         return byte >> s.line_shift    # arithmetic shift: floor division
+ *     return floordiv(byte, s.line_bytes)             # <<<<<<<<<<<<<<
  * 
  * 
 */
   {
 
-    __pyx_r = 0;
+    __pyx_r = __pyx_f_5pypto_3sim_7_engine_floordiv(__pyx_v_byte, __pyx_v_s->line_bytes);
   }
   goto __pyx_L0;
 
-  /* "pypto/sim/_engine.pyx":195
- * # -- L2 and the lines an access touches -----------------------------------------------------
+  /* "pypto/sim/_engine.pyx":231
  * 
- * cdef inline bint l2_access(Sim* s, int64_t line) noexcept nogil:             # <<<<<<<<<<<<<<
- *     """``reference.L2.access``: touch ``line``; True if it was present."""
- *     cdef int64_t* way = s.l2 + pymod(line, s.sets) * (2 * L2_WAYS)
+ * 
+ * cdef inline int64_t line_of(Sim* s, int64_t byte) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     if s.line_shift >= 0:
+ *         return byte >> s.line_shift    # arithmetic shift: floor division
 */
 
   /* function exit code */
   __pyx_L0:;
-
-
-
-
   return __pyx_r;
 }
 
-/* "pypto/sim/_engine.pyx":212
+/* "pypto/sim/_engine.pyx":237
  * 
  * 
- * cdef inline int64_t touch_lines(Sim* s, int64_t base, int64_t rows, int64_t cols, int64_t rs,             # <<<<<<<<<<<<<<
- *                                 int64_t cs, int64_t isz, int64_t* count) noexcept nogil:
- *     """Access every line ``reference.gm_lines`` lists, in its order; returns the hits."""
+ * cdef inline void l2_flush(Sim* s) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     """Access the queued lines in order (``reference.L2.access`` each)."""
+ *     cdef int i, w, victim
 */
 
-static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_touch_lines(struct __pyx_t_5pypto_3sim_7_engine_Sim *__pyx_v_s, int64_t __pyx_v_base, int64_t __pyx_v_rows, int64_t __pyx_v_cols, int64_t __pyx_v_rs, int64_t __pyx_v_cs, int64_t __pyx_v_isz, int64_t *__pyx_v_count) {
-  int64_t __pyx_v_L;
-  int64_t __pyx_v_hits;
-  int64_t __pyx_v_n;
+static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_l2_flush(struct __pyx_t_5pypto_3sim_7_engine_Sim *__pyx_v_s) {
+  int __pyx_v_i;
+  int __pyx_v_w;
+  int __pyx_v_victim;
+  uint32_t __pyx_v_match;
+  int64_t __pyx_v_tag1;
+  int64_t *__pyx_v_tags;
+  int64_t *__pyx_v_stamps;
+  int __pyx_t_1;
+  int __pyx_t_2;
+  int __pyx_t_3;
+  int __pyx_t_4;
+  int __pyx_t_5;
+  int __pyx_t_6;
+  int __pyx_t_7;
+  int64_t __pyx_t_8;
+
+  /* "pypto/sim/_engine.pyx":244
+ *     cdef int64_t* tags
+ *     cdef int64_t* stamps
+ *     for i in range(s.batched):             # <<<<<<<<<<<<<<
+ *         s.clock += 1
+ *         tags = s.l2 + s.batch_set[i] * (2 * L2_WAYS)
+*/
+
+  __pyx_t_1 = __pyx_v_s->batched;
+  __pyx_t_2 = __pyx_t_1;
+
+  for (__pyx_t_3 = 0; __pyx_t_3 < __pyx_t_2; __pyx_t_3+=1) {
+    __pyx_v_i = __pyx_t_3;
+
+    /* "pypto/sim/_engine.pyx":245
+ *     cdef int64_t* stamps
+ *     for i in range(s.batched):
+ *         s.clock += 1             # <<<<<<<<<<<<<<
+ *         tags = s.l2 + s.batch_set[i] * (2 * L2_WAYS)
+ *         stamps = tags + L2_WAYS
+*/
+    __pyx_v_s->clock = (__pyx_v_s->clock + 1);
+
+    /* "pypto/sim/_engine.pyx":246
+ *     for i in range(s.batched):
+ *         s.clock += 1
+ *         tags = s.l2 + s.batch_set[i] * (2 * L2_WAYS)             # <<<<<<<<<<<<<<
+ *         stamps = tags + L2_WAYS
+ *         tag1 = s.batch_tag[i] + 1
+*/
+    __pyx_v_tags = (__pyx_v_s->l2 + ((__pyx_v_s->batch_set[__pyx_v_i]) * (2 * __pyx_e_5pypto_3sim_7_engine_L2_WAYS)));
+
+    /* "pypto/sim/_engine.pyx":247
+ *         s.clock += 1
+ *         tags = s.l2 + s.batch_set[i] * (2 * L2_WAYS)
+ *         stamps = tags + L2_WAYS             # <<<<<<<<<<<<<<
+ *         tag1 = s.batch_tag[i] + 1
+ *         match = 0               # which ways hold the tag: no data-dependent branches
+*/
+    __pyx_v_stamps = (__pyx_v_tags + __pyx_e_5pypto_3sim_7_engine_L2_WAYS);
+
+    /* "pypto/sim/_engine.pyx":248
+ *         tags = s.l2 + s.batch_set[i] * (2 * L2_WAYS)
+ *         stamps = tags + L2_WAYS
+ *         tag1 = s.batch_tag[i] + 1             # <<<<<<<<<<<<<<
+ *         match = 0               # which ways hold the tag: no data-dependent branches
+ *         for w in range(L2_WAYS):
+*/
+    __pyx_v_tag1 = ((__pyx_v_s->batch_tag[__pyx_v_i]) + 1);
+
+    /* "pypto/sim/_engine.pyx":249
+ *         stamps = tags + L2_WAYS
+ *         tag1 = s.batch_tag[i] + 1
+ *         match = 0               # which ways hold the tag: no data-dependent branches             # <<<<<<<<<<<<<<
+ *         for w in range(L2_WAYS):
+ *             match |= (<uint32_t>(tags[w] == tag1)) << w
+*/
+    __pyx_v_match = 0;
+
+    /* "pypto/sim/_engine.pyx":250
+ *         tag1 = s.batch_tag[i] + 1
+ *         match = 0               # which ways hold the tag: no data-dependent branches
+ *         for w in range(L2_WAYS):             # <<<<<<<<<<<<<<
+ *             match |= (<uint32_t>(tags[w] == tag1)) << w
+ *         if match:
+*/
+
+    __pyx_t_4 = __pyx_e_5pypto_3sim_7_engine_L2_WAYS;
+    __pyx_t_5 = __pyx_t_4;
+
+    for (__pyx_t_6 = 0; __pyx_t_6 < __pyx_t_5; __pyx_t_6+=1) {
+      __pyx_v_w = __pyx_t_6;
+
+      /* "pypto/sim/_engine.pyx":251
+ *         match = 0               # which ways hold the tag: no data-dependent branches
+ *         for w in range(L2_WAYS):
+ *             match |= (<uint32_t>(tags[w] == tag1)) << w             # <<<<<<<<<<<<<<
+ *         if match:
+ *             stamps[count_trailing_zeros(match)] = s.clock   # the first way that holds it
+*/
+      __pyx_v_match = (__pyx_v_match | (((uint32_t)((__pyx_v_tags[__pyx_v_w]) == __pyx_v_tag1)) << __pyx_v_w));
+    }
+
+
+    /* "pypto/sim/_engine.pyx":252
+ *         for w in range(L2_WAYS):
+ *             match |= (<uint32_t>(tags[w] == tag1)) << w
+ *         if match:             # <<<<<<<<<<<<<<
+ *             stamps[count_trailing_zeros(match)] = s.clock   # the first way that holds it
+ *             s.hits += 1
+*/
+    __pyx_t_7 = (__pyx_v_match != 0);
+
+    if (__pyx_t_7) {
+
+
+      /* "pypto/sim/_engine.pyx":253
+ *             match |= (<uint32_t>(tags[w] == tag1)) << w
+ *         if match:
+ *             stamps[count_trailing_zeros(match)] = s.clock   # the first way that holds it             # <<<<<<<<<<<<<<
+ *             s.hits += 1
+ *         else:
+*/
+      __pyx_t_8 = __pyx_v_s->clock;
+
+      (__pyx_v_stamps[PYPTO_CTZ(__pyx_v_match)]) = __pyx_t_8;
+
+
+      /* "pypto/sim/_engine.pyx":254
+ *         if match:
+ *             stamps[count_trailing_zeros(match)] = s.clock   # the first way that holds it
+ *             s.hits += 1             # <<<<<<<<<<<<<<
+ *         else:
+ *             victim = 0
+*/
+      __pyx_v_s->hits = (__pyx_v_s->hits + 1);
+
+      /* "pypto/sim/_engine.pyx":252
+ *         for w in range(L2_WAYS):
+ *             match |= (<uint32_t>(tags[w] == tag1)) << w
+ *         if match:             # <<<<<<<<<<<<<<
+ *             stamps[count_trailing_zeros(match)] = s.clock   # the first way that holds it
+ *             s.hits += 1
+*/
+      goto __pyx_L7;
+    }
+
+    /* "pypto/sim/_engine.pyx":256
+ *             s.hits += 1
+ *         else:
+ *             victim = 0             # <<<<<<<<<<<<<<
+ *             for w in range(1, L2_WAYS):
+ *                 if stamps[w] < stamps[victim]:
+*/
+    /*else*/ {
+      __pyx_v_victim = 0;
+
+      /* "pypto/sim/_engine.pyx":257
+ *         else:
+ *             victim = 0
+ *             for w in range(1, L2_WAYS):             # <<<<<<<<<<<<<<
+ *                 if stamps[w] < stamps[victim]:
+ *                     victim = w
+*/
+
+      __pyx_t_4 = __pyx_e_5pypto_3sim_7_engine_L2_WAYS;
+      __pyx_t_5 = __pyx_t_4;
+
+      for (__pyx_t_6 = 1; __pyx_t_6 < __pyx_t_5; __pyx_t_6+=1) {
+        __pyx_v_w = __pyx_t_6;
+
+        /* "pypto/sim/_engine.pyx":258
+ *             victim = 0
+ *             for w in range(1, L2_WAYS):
+ *                 if stamps[w] < stamps[victim]:             # <<<<<<<<<<<<<<
+ *                     victim = w
+ *             tags[victim] = tag1
+*/
+        __pyx_t_7 = ((__pyx_v_stamps[__pyx_v_w]) < (__pyx_v_stamps[__pyx_v_victim]));
+
+        if (__pyx_t_7) {
+
+
+          /* "pypto/sim/_engine.pyx":259
+ *             for w in range(1, L2_WAYS):
+ *                 if stamps[w] < stamps[victim]:
+ *                     victim = w             # <<<<<<<<<<<<<<
+ *             tags[victim] = tag1
+ *             stamps[victim] = s.clock
+*/
+          __pyx_v_victim = __pyx_v_w;
+
+          /* "pypto/sim/_engine.pyx":258
+ *             victim = 0
+ *             for w in range(1, L2_WAYS):
+ *                 if stamps[w] < stamps[victim]:             # <<<<<<<<<<<<<<
+ *                     victim = w
+ *             tags[victim] = tag1
+*/
+        }
+      }
+
+
+      /* "pypto/sim/_engine.pyx":260
+ *                 if stamps[w] < stamps[victim]:
+ *                     victim = w
+ *             tags[victim] = tag1             # <<<<<<<<<<<<<<
+ *             stamps[victim] = s.clock
+ *     s.lines += s.batched
+*/
+      (__pyx_v_tags[__pyx_v_victim]) = __pyx_v_tag1;
+
+      /* "pypto/sim/_engine.pyx":261
+ *                     victim = w
+ *             tags[victim] = tag1
+ *             stamps[victim] = s.clock             # <<<<<<<<<<<<<<
+ *     s.lines += s.batched
+ *     s.batched = 0
+*/
+      __pyx_t_8 = __pyx_v_s->clock;
+
+      (__pyx_v_stamps[__pyx_v_victim]) = __pyx_t_8;
+
+    }
+    __pyx_L7:;
+  }
+
+
+  /* "pypto/sim/_engine.pyx":262
+ *             tags[victim] = tag1
+ *             stamps[victim] = s.clock
+ *     s.lines += s.batched             # <<<<<<<<<<<<<<
+ *     s.batched = 0
+ * 
+*/
+  __pyx_v_s->lines = (__pyx_v_s->lines + __pyx_v_s->batched);
+
+  /* "pypto/sim/_engine.pyx":263
+ *             stamps[victim] = s.clock
+ *     s.lines += s.batched
+ *     s.batched = 0             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  __pyx_v_s->batched = 0;
+
+  /* "pypto/sim/_engine.pyx":237
+ * 
+ * 
+ * cdef inline void l2_flush(Sim* s) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     """Access the queued lines in order (``reference.L2.access`` each)."""
+ *     cdef int i, w, victim
+*/
+
+  /* function exit code */
+
+
+
+
+
+
+
+}
+
+/* "pypto/sim/_engine.pyx":266
+ * 
+ * 
+ * cdef inline void l2_touch(Sim* s, int64_t line) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     cdef int64_t set_, tag
+ *     split_line(s, line, &set_, &tag)
+*/
+
+static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_l2_touch(struct __pyx_t_5pypto_3sim_7_engine_Sim *__pyx_v_s, int64_t __pyx_v_line) {
+  int64_t __pyx_v_set_;
+  int64_t __pyx_v_tag;
+  int64_t const *__pyx_v_block;
+  int __pyx_t_1;
+
+  /* "pypto/sim/_engine.pyx":268
+ * cdef inline void l2_touch(Sim* s, int64_t line) noexcept nogil:
+ *     cdef int64_t set_, tag
+ *     split_line(s, line, &set_, &tag)             # <<<<<<<<<<<<<<
+ *     cdef const int64_t* block = s.l2 + set_ * (2 * L2_WAYS)    # 256 bytes
+ *     PYPTO_PREFETCH(block)
+*/
+  __pyx_f_5pypto_3sim_7_engine_split_line(__pyx_v_s, __pyx_v_line, (&__pyx_v_set_), (&__pyx_v_tag));
+
+  /* "pypto/sim/_engine.pyx":269
+ *     cdef int64_t set_, tag
+ *     split_line(s, line, &set_, &tag)
+ *     cdef const int64_t* block = s.l2 + set_ * (2 * L2_WAYS)    # 256 bytes             # <<<<<<<<<<<<<<
+ *     PYPTO_PREFETCH(block)
+ *     PYPTO_PREFETCH(block + 8)
+*/
+  __pyx_v_block = (__pyx_v_s->l2 + (__pyx_v_set_ * (2 * __pyx_e_5pypto_3sim_7_engine_L2_WAYS)));
+
+  /* "pypto/sim/_engine.pyx":270
+ *     split_line(s, line, &set_, &tag)
+ *     cdef const int64_t* block = s.l2 + set_ * (2 * L2_WAYS)    # 256 bytes
+ *     PYPTO_PREFETCH(block)             # <<<<<<<<<<<<<<
+ *     PYPTO_PREFETCH(block + 8)
+ *     PYPTO_PREFETCH(block + 16)
+*/
+  PYPTO_PREFETCH(__pyx_v_block);
+
+  /* "pypto/sim/_engine.pyx":271
+ *     cdef const int64_t* block = s.l2 + set_ * (2 * L2_WAYS)    # 256 bytes
+ *     PYPTO_PREFETCH(block)
+ *     PYPTO_PREFETCH(block + 8)             # <<<<<<<<<<<<<<
+ *     PYPTO_PREFETCH(block + 16)
+ *     PYPTO_PREFETCH(block + 24)
+*/
+  PYPTO_PREFETCH((__pyx_v_block + 8));
+
+  /* "pypto/sim/_engine.pyx":272
+ *     PYPTO_PREFETCH(block)
+ *     PYPTO_PREFETCH(block + 8)
+ *     PYPTO_PREFETCH(block + 16)             # <<<<<<<<<<<<<<
+ *     PYPTO_PREFETCH(block + 24)
+ *     s.batch_set[s.batched] = set_
+*/
+  PYPTO_PREFETCH((__pyx_v_block + 16));
+
+  /* "pypto/sim/_engine.pyx":273
+ *     PYPTO_PREFETCH(block + 8)
+ *     PYPTO_PREFETCH(block + 16)
+ *     PYPTO_PREFETCH(block + 24)             # <<<<<<<<<<<<<<
+ *     s.batch_set[s.batched] = set_
+ *     s.batch_tag[s.batched] = tag
+*/
+  PYPTO_PREFETCH((__pyx_v_block + 24));
+
+  /* "pypto/sim/_engine.pyx":274
+ *     PYPTO_PREFETCH(block + 16)
+ *     PYPTO_PREFETCH(block + 24)
+ *     s.batch_set[s.batched] = set_             # <<<<<<<<<<<<<<
+ *     s.batch_tag[s.batched] = tag
+ *     s.batched += 1
+*/
+  (__pyx_v_s->batch_set[__pyx_v_s->batched]) = __pyx_v_set_;
+
+  /* "pypto/sim/_engine.pyx":275
+ *     PYPTO_PREFETCH(block + 24)
+ *     s.batch_set[s.batched] = set_
+ *     s.batch_tag[s.batched] = tag             # <<<<<<<<<<<<<<
+ *     s.batched += 1
+ *     if s.batched == BATCH:
+*/
+  (__pyx_v_s->batch_tag[__pyx_v_s->batched]) = __pyx_v_tag;
+
+  /* "pypto/sim/_engine.pyx":276
+ *     s.batch_set[s.batched] = set_
+ *     s.batch_tag[s.batched] = tag
+ *     s.batched += 1             # <<<<<<<<<<<<<<
+ *     if s.batched == BATCH:
+ *         l2_flush(s)
+*/
+  __pyx_v_s->batched = (__pyx_v_s->batched + 1);
+
+  /* "pypto/sim/_engine.pyx":277
+ *     s.batch_tag[s.batched] = tag
+ *     s.batched += 1
+ *     if s.batched == BATCH:             # <<<<<<<<<<<<<<
+ *         l2_flush(s)
+ * 
+*/
+  __pyx_t_1 = (__pyx_v_s->batched == __pyx_e_5pypto_3sim_7_engine_BATCH);
+
+  if (__pyx_t_1) {
+
+
+    /* "pypto/sim/_engine.pyx":278
+ *     s.batched += 1
+ *     if s.batched == BATCH:
+ *         l2_flush(s)             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+    __pyx_f_5pypto_3sim_7_engine_l2_flush(__pyx_v_s);
+
+    /* "pypto/sim/_engine.pyx":277
+ *     s.batch_tag[s.batched] = tag
+ *     s.batched += 1
+ *     if s.batched == BATCH:             # <<<<<<<<<<<<<<
+ *         l2_flush(s)
+ * 
+*/
+  }
+
+  /* "pypto/sim/_engine.pyx":266
+ * 
+ * 
+ * cdef inline void l2_touch(Sim* s, int64_t line) noexcept nogil:             # <<<<<<<<<<<<<<
+ *     cdef int64_t set_, tag
+ *     split_line(s, line, &set_, &tag)
+*/
+
+  /* function exit code */
+
+
+
+}
+
+/* "pypto/sim/_engine.pyx":281
+ * 
+ * 
+ * cdef inline void touch_lines(Sim* s, int64_t base, int64_t rows, int64_t cols, int64_t rs,             # <<<<<<<<<<<<<<
+ *                              int64_t cs, int64_t isz) noexcept nogil:
+ *     """Access every line ``reference.gm_lines`` lists, in its order; counts the lines and
+*/
+
+static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_touch_lines(struct __pyx_t_5pypto_3sim_7_engine_Sim *__pyx_v_s, int64_t __pyx_v_base, int64_t __pyx_v_rows, int64_t __pyx_v_cols, int64_t __pyx_v_rs, int64_t __pyx_v_cs, int64_t __pyx_v_isz) {
   int64_t __pyx_v_line;
   int64_t __pyx_v_last;
   int64_t __pyx_v_r;
   int64_t __pyx_v_c;
   int64_t __pyx_v_row;
-  int64_t __pyx_r;
-  int64_t __pyx_t_1;
+  int __pyx_t_1;
   int __pyx_t_2;
-  int __pyx_t_3;
+  int64_t __pyx_t_3;
   int64_t __pyx_t_4;
   int64_t __pyx_t_5;
   int64_t __pyx_t_6;
   int64_t __pyx_t_7;
   int64_t __pyx_t_8;
 
-  /* "pypto/sim/_engine.pyx":215
- *                                 int64_t cs, int64_t isz, int64_t* count) noexcept nogil:
- *     """Access every line ``reference.gm_lines`` lists, in its order; returns the hits."""
- *     cdef int64_t L = s.line_bytes             # <<<<<<<<<<<<<<
- *     cdef int64_t hits = 0, n = 0, line, last, r, c, row
+  /* "pypto/sim/_engine.pyx":286
+ *     hits into ``s.lines`` and ``s.hits``."""
+ *     cdef int64_t line, last, r, c, row
+ *     s.lines = s.hits = 0             # <<<<<<<<<<<<<<
  *     if (cols == 1 or cs == 1) and (rows == 1 or rs == cols):
+ *         line = line_of(s, base)
 */
-  __pyx_t_1 = __pyx_v_s->line_bytes;
+  __pyx_v_s->lines = 0;
+  __pyx_v_s->hits = 0;
 
-  __pyx_v_L = __pyx_t_1;
-
-  /* "pypto/sim/_engine.pyx":216
- *     """Access every line ``reference.gm_lines`` lists, in its order; returns the hits."""
- *     cdef int64_t L = s.line_bytes
- *     cdef int64_t hits = 0, n = 0, line, last, r, c, row             # <<<<<<<<<<<<<<
- *     if (cols == 1 or cs == 1) and (rows == 1 or rs == cols):
- *         line = floordiv(base, L)
-*/
-  __pyx_v_hits = 0;
-  __pyx_v_n = 0;
-
-  /* "pypto/sim/_engine.pyx":217
- *     cdef int64_t L = s.line_bytes
- *     cdef int64_t hits = 0, n = 0, line, last, r, c, row
+  /* "pypto/sim/_engine.pyx":287
+ *     cdef int64_t line, last, r, c, row
+ *     s.lines = s.hits = 0
  *     if (cols == 1 or cs == 1) and (rows == 1 or rs == cols):             # <<<<<<<<<<<<<<
- *         line = floordiv(base, L)
- *         last = floordiv(base + rows * cols * isz - 1, L)
+ *         line = line_of(s, base)
+ *         last = line_of(s, base + rows * cols * isz - 1)
 */
-  __pyx_t_3 = (__pyx_v_cols == 1);
+  __pyx_t_2 = (__pyx_v_cols == 1);
 
-  if (!__pyx_t_3) {
+  if (!__pyx_t_2) {
 
   } else {
 
     goto __pyx_L5_next_and;
   }
-  __pyx_t_3 = (__pyx_v_cs == 1);
+  __pyx_t_2 = (__pyx_v_cs == 1);
 
-  if (__pyx_t_3) {
+  if (__pyx_t_2) {
 
   } else {
 
-    __pyx_t_2 = __pyx_t_3;
+    __pyx_t_1 = __pyx_t_2;
 
     goto __pyx_L4_bool_binop_done;
   }
   __pyx_L5_next_and:;
-  __pyx_t_3 = (__pyx_v_rows == 1);
+  __pyx_t_2 = (__pyx_v_rows == 1);
 
-  if (!__pyx_t_3) {
+  if (!__pyx_t_2) {
 
   } else {
 
-    __pyx_t_2 = __pyx_t_3;
+    __pyx_t_1 = __pyx_t_2;
 
     goto __pyx_L4_bool_binop_done;
   }
-  __pyx_t_3 = (__pyx_v_rs == __pyx_v_cols);
+  __pyx_t_2 = (__pyx_v_rs == __pyx_v_cols);
 
 
-  __pyx_t_2 = __pyx_t_3;
+  __pyx_t_1 = __pyx_t_2;
 
   __pyx_L4_bool_binop_done:;
-  if (__pyx_t_2) {
+  if (__pyx_t_1) {
 
 
-    /* "pypto/sim/_engine.pyx":218
- *     cdef int64_t hits = 0, n = 0, line, last, r, c, row
+    /* "pypto/sim/_engine.pyx":288
+ *     s.lines = s.hits = 0
  *     if (cols == 1 or cs == 1) and (rows == 1 or rs == cols):
- *         line = floordiv(base, L)             # <<<<<<<<<<<<<<
- *         last = floordiv(base + rows * cols * isz - 1, L)
+ *         line = line_of(s, base)             # <<<<<<<<<<<<<<
+ *         last = line_of(s, base + rows * cols * isz - 1)
  *         while line <= last:
 */
-    __pyx_v_line = __pyx_f_5pypto_3sim_7_engine_floordiv(__pyx_v_base, __pyx_v_L);
+    __pyx_v_line = __pyx_f_5pypto_3sim_7_engine_line_of(__pyx_v_s, __pyx_v_base);
 
-    /* "pypto/sim/_engine.pyx":219
+    /* "pypto/sim/_engine.pyx":289
  *     if (cols == 1 or cs == 1) and (rows == 1 or rs == cols):
- *         line = floordiv(base, L)
- *         last = floordiv(base + rows * cols * isz - 1, L)             # <<<<<<<<<<<<<<
+ *         line = line_of(s, base)
+ *         last = line_of(s, base + rows * cols * isz - 1)             # <<<<<<<<<<<<<<
  *         while line <= last:
- *             hits += l2_access(s, line)
+ *             l2_touch(s, line)
 */
-    __pyx_v_last = __pyx_f_5pypto_3sim_7_engine_floordiv(((__pyx_v_base + ((__pyx_v_rows * __pyx_v_cols) * __pyx_v_isz)) - 1), __pyx_v_L);
+    __pyx_v_last = __pyx_f_5pypto_3sim_7_engine_line_of(__pyx_v_s, ((__pyx_v_base + ((__pyx_v_rows * __pyx_v_cols) * __pyx_v_isz)) - 1));
 
-    /* "pypto/sim/_engine.pyx":220
- *         line = floordiv(base, L)
- *         last = floordiv(base + rows * cols * isz - 1, L)
+    /* "pypto/sim/_engine.pyx":290
+ *         line = line_of(s, base)
+ *         last = line_of(s, base + rows * cols * isz - 1)
  *         while line <= last:             # <<<<<<<<<<<<<<
- *             hits += l2_access(s, line)
- *             n += 1
-*/
-    while (1) {
-      __pyx_t_2 = (__pyx_v_line <= __pyx_v_last);
-
-
-      if (!__pyx_t_2) break;
-
-      /* "pypto/sim/_engine.pyx":221
- *         last = floordiv(base + rows * cols * isz - 1, L)
- *         while line <= last:
- *             hits += l2_access(s, line)             # <<<<<<<<<<<<<<
- *             n += 1
+ *             l2_touch(s, line)
  *             line += 1
 */
-      __pyx_v_hits = (__pyx_v_hits + __pyx_f_5pypto_3sim_7_engine_l2_access(__pyx_v_s, __pyx_v_line));
+    while (1) {
+      __pyx_t_1 = (__pyx_v_line <= __pyx_v_last);
 
-      /* "pypto/sim/_engine.pyx":222
+
+      if (!__pyx_t_1) break;
+
+      /* "pypto/sim/_engine.pyx":291
+ *         last = line_of(s, base + rows * cols * isz - 1)
  *         while line <= last:
- *             hits += l2_access(s, line)
- *             n += 1             # <<<<<<<<<<<<<<
+ *             l2_touch(s, line)             # <<<<<<<<<<<<<<
  *             line += 1
  *     else:
 */
-      __pyx_v_n = (__pyx_v_n + 1);
+      __pyx_f_5pypto_3sim_7_engine_l2_touch(__pyx_v_s, __pyx_v_line);
 
-      /* "pypto/sim/_engine.pyx":223
- *             hits += l2_access(s, line)
- *             n += 1
+      /* "pypto/sim/_engine.pyx":292
+ *         while line <= last:
+ *             l2_touch(s, line)
  *             line += 1             # <<<<<<<<<<<<<<
  *     else:
  *         for r in range(rows):
@@ -21735,17 +22133,17 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_touch_lines(struct __p
       __pyx_v_line = (__pyx_v_line + 1);
     }
 
-    /* "pypto/sim/_engine.pyx":217
- *     cdef int64_t L = s.line_bytes
- *     cdef int64_t hits = 0, n = 0, line, last, r, c, row
+    /* "pypto/sim/_engine.pyx":287
+ *     cdef int64_t line, last, r, c, row
+ *     s.lines = s.hits = 0
  *     if (cols == 1 or cs == 1) and (rows == 1 or rs == cols):             # <<<<<<<<<<<<<<
- *         line = floordiv(base, L)
- *         last = floordiv(base + rows * cols * isz - 1, L)
+ *         line = line_of(s, base)
+ *         last = line_of(s, base + rows * cols * isz - 1)
 */
     goto __pyx_L3;
   }
 
-  /* "pypto/sim/_engine.pyx":225
+  /* "pypto/sim/_engine.pyx":294
  *             line += 1
  *     else:
  *         for r in range(rows):             # <<<<<<<<<<<<<<
@@ -21754,134 +22152,116 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_touch_lines(struct __p
 */
   /*else*/ {
 
-    __pyx_t_1 = __pyx_v_rows;
-    __pyx_t_4 = __pyx_t_1;
+    __pyx_t_3 = __pyx_v_rows;
+    __pyx_t_4 = __pyx_t_3;
 
     for (__pyx_t_5 = 0; __pyx_t_5 < __pyx_t_4; __pyx_t_5+=1) {
       __pyx_v_r = __pyx_t_5;
 
-      /* "pypto/sim/_engine.pyx":226
+      /* "pypto/sim/_engine.pyx":295
  *     else:
  *         for r in range(rows):
  *             row = base + r * rs * isz             # <<<<<<<<<<<<<<
  *             if cs == 1:
- *                 line = floordiv(row, L)
+ *                 line = line_of(s, row)
 */
       __pyx_v_row = (__pyx_v_base + ((__pyx_v_r * __pyx_v_rs) * __pyx_v_isz));
 
-      /* "pypto/sim/_engine.pyx":227
+      /* "pypto/sim/_engine.pyx":296
  *         for r in range(rows):
  *             row = base + r * rs * isz
  *             if cs == 1:             # <<<<<<<<<<<<<<
- *                 line = floordiv(row, L)
- *                 last = floordiv(row + cols * isz - 1, L)
+ *                 line = line_of(s, row)
+ *                 last = line_of(s, row + cols * isz - 1)
 */
       switch (__pyx_v_cs) {
         case 1:
 
-        /* "pypto/sim/_engine.pyx":228
+        /* "pypto/sim/_engine.pyx":297
  *             row = base + r * rs * isz
  *             if cs == 1:
- *                 line = floordiv(row, L)             # <<<<<<<<<<<<<<
- *                 last = floordiv(row + cols * isz - 1, L)
+ *                 line = line_of(s, row)             # <<<<<<<<<<<<<<
+ *                 last = line_of(s, row + cols * isz - 1)
  *                 while line <= last:
 */
-        __pyx_v_line = __pyx_f_5pypto_3sim_7_engine_floordiv(__pyx_v_row, __pyx_v_L);
+        __pyx_v_line = __pyx_f_5pypto_3sim_7_engine_line_of(__pyx_v_s, __pyx_v_row);
 
-        /* "pypto/sim/_engine.pyx":229
+        /* "pypto/sim/_engine.pyx":298
  *             if cs == 1:
- *                 line = floordiv(row, L)
- *                 last = floordiv(row + cols * isz - 1, L)             # <<<<<<<<<<<<<<
+ *                 line = line_of(s, row)
+ *                 last = line_of(s, row + cols * isz - 1)             # <<<<<<<<<<<<<<
  *                 while line <= last:
- *                     hits += l2_access(s, line)
+ *                     l2_touch(s, line)
 */
-        __pyx_v_last = __pyx_f_5pypto_3sim_7_engine_floordiv(((__pyx_v_row + (__pyx_v_cols * __pyx_v_isz)) - 1), __pyx_v_L);
+        __pyx_v_last = __pyx_f_5pypto_3sim_7_engine_line_of(__pyx_v_s, ((__pyx_v_row + (__pyx_v_cols * __pyx_v_isz)) - 1));
 
-        /* "pypto/sim/_engine.pyx":230
- *                 line = floordiv(row, L)
- *                 last = floordiv(row + cols * isz - 1, L)
+        /* "pypto/sim/_engine.pyx":299
+ *                 line = line_of(s, row)
+ *                 last = line_of(s, row + cols * isz - 1)
  *                 while line <= last:             # <<<<<<<<<<<<<<
- *                     hits += l2_access(s, line)
- *                     n += 1
+ *                     l2_touch(s, line)
+ *                     line += 1
 */
         while (1) {
-          __pyx_t_2 = (__pyx_v_line <= __pyx_v_last);
+          __pyx_t_1 = (__pyx_v_line <= __pyx_v_last);
 
 
-          if (!__pyx_t_2) break;
+          if (!__pyx_t_1) break;
 
-          /* "pypto/sim/_engine.pyx":231
- *                 last = floordiv(row + cols * isz - 1, L)
+          /* "pypto/sim/_engine.pyx":300
+ *                 last = line_of(s, row + cols * isz - 1)
  *                 while line <= last:
- *                     hits += l2_access(s, line)             # <<<<<<<<<<<<<<
- *                     n += 1
- *                     line += 1
-*/
-          __pyx_v_hits = (__pyx_v_hits + __pyx_f_5pypto_3sim_7_engine_l2_access(__pyx_v_s, __pyx_v_line));
-
-          /* "pypto/sim/_engine.pyx":232
- *                 while line <= last:
- *                     hits += l2_access(s, line)
- *                     n += 1             # <<<<<<<<<<<<<<
+ *                     l2_touch(s, line)             # <<<<<<<<<<<<<<
  *                     line += 1
  *             elif cs == 0:
 */
-          __pyx_v_n = (__pyx_v_n + 1);
+          __pyx_f_5pypto_3sim_7_engine_l2_touch(__pyx_v_s, __pyx_v_line);
 
-          /* "pypto/sim/_engine.pyx":233
- *                     hits += l2_access(s, line)
- *                     n += 1
+          /* "pypto/sim/_engine.pyx":301
+ *                 while line <= last:
+ *                     l2_touch(s, line)
  *                     line += 1             # <<<<<<<<<<<<<<
  *             elif cs == 0:
- *                 hits += l2_access(s, floordiv(row, L))
+ *                 l2_touch(s, line_of(s, row))
 */
           __pyx_v_line = (__pyx_v_line + 1);
         }
 
-        /* "pypto/sim/_engine.pyx":227
+        /* "pypto/sim/_engine.pyx":296
  *         for r in range(rows):
  *             row = base + r * rs * isz
  *             if cs == 1:             # <<<<<<<<<<<<<<
- *                 line = floordiv(row, L)
- *                 last = floordiv(row + cols * isz - 1, L)
+ *                 line = line_of(s, row)
+ *                 last = line_of(s, row + cols * isz - 1)
 */
         break;
         case 0:
 
-        /* "pypto/sim/_engine.pyx":235
+        /* "pypto/sim/_engine.pyx":303
  *                     line += 1
  *             elif cs == 0:
- *                 hits += l2_access(s, floordiv(row, L))             # <<<<<<<<<<<<<<
- *                 n += 1
- *             else:
-*/
-        __pyx_v_hits = (__pyx_v_hits + __pyx_f_5pypto_3sim_7_engine_l2_access(__pyx_v_s, __pyx_f_5pypto_3sim_7_engine_floordiv(__pyx_v_row, __pyx_v_L)));
-
-        /* "pypto/sim/_engine.pyx":236
- *             elif cs == 0:
- *                 hits += l2_access(s, floordiv(row, L))
- *                 n += 1             # <<<<<<<<<<<<<<
+ *                 l2_touch(s, line_of(s, row))             # <<<<<<<<<<<<<<
  *             else:
  *                 for c in range(cols):
 */
-        __pyx_v_n = (__pyx_v_n + 1);
+        __pyx_f_5pypto_3sim_7_engine_l2_touch(__pyx_v_s, __pyx_f_5pypto_3sim_7_engine_line_of(__pyx_v_s, __pyx_v_row));
 
-        /* "pypto/sim/_engine.pyx":234
- *                     n += 1
+        /* "pypto/sim/_engine.pyx":302
+ *                     l2_touch(s, line)
  *                     line += 1
  *             elif cs == 0:             # <<<<<<<<<<<<<<
- *                 hits += l2_access(s, floordiv(row, L))
- *                 n += 1
+ *                 l2_touch(s, line_of(s, row))
+ *             else:
 */
         break;
         default:
 
-        /* "pypto/sim/_engine.pyx":238
- *                 n += 1
+        /* "pypto/sim/_engine.pyx":305
+ *                 l2_touch(s, line_of(s, row))
  *             else:
  *                 for c in range(cols):             # <<<<<<<<<<<<<<
- *                     hits += l2_access(s, floordiv(row + c * cs * isz, L))
- *                 n += cols
+ *                     l2_touch(s, line_of(s, row + c * cs * isz))
+ *     l2_flush(s)
 */
 
         __pyx_t_6 = __pyx_v_cols;
@@ -21890,25 +22270,16 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_touch_lines(struct __p
         for (__pyx_t_8 = 0; __pyx_t_8 < __pyx_t_7; __pyx_t_8+=1) {
           __pyx_v_c = __pyx_t_8;
 
-          /* "pypto/sim/_engine.pyx":239
+          /* "pypto/sim/_engine.pyx":306
  *             else:
  *                 for c in range(cols):
- *                     hits += l2_access(s, floordiv(row + c * cs * isz, L))             # <<<<<<<<<<<<<<
- *                 n += cols
- *     count[0] = n
+ *                     l2_touch(s, line_of(s, row + c * cs * isz))             # <<<<<<<<<<<<<<
+ *     l2_flush(s)
+ * 
 */
-          __pyx_v_hits = (__pyx_v_hits + __pyx_f_5pypto_3sim_7_engine_l2_access(__pyx_v_s, __pyx_f_5pypto_3sim_7_engine_floordiv((__pyx_v_row + ((__pyx_v_c * __pyx_v_cs) * __pyx_v_isz)), __pyx_v_L)));
+          __pyx_f_5pypto_3sim_7_engine_l2_touch(__pyx_v_s, __pyx_f_5pypto_3sim_7_engine_line_of(__pyx_v_s, (__pyx_v_row + ((__pyx_v_c * __pyx_v_cs) * __pyx_v_isz))));
         }
 
-
-        /* "pypto/sim/_engine.pyx":240
- *                 for c in range(cols):
- *                     hits += l2_access(s, floordiv(row + c * cs * isz, L))
- *                 n += cols             # <<<<<<<<<<<<<<
- *     count[0] = n
- *     return hits
-*/
-        __pyx_v_n = (__pyx_v_n + __pyx_v_cols);
         break;
       }
     }
@@ -21916,50 +22287,32 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_touch_lines(struct __p
   }
   __pyx_L3:;
 
-  /* "pypto/sim/_engine.pyx":241
- *                     hits += l2_access(s, floordiv(row + c * cs * isz, L))
- *                 n += cols
- *     count[0] = n             # <<<<<<<<<<<<<<
- *     return hits
- * 
-*/
-  (__pyx_v_count[0]) = __pyx_v_n;
-
-  /* "pypto/sim/_engine.pyx":242
- *                 n += cols
- *     count[0] = n
- *     return hits             # <<<<<<<<<<<<<<
+  /* "pypto/sim/_engine.pyx":307
+ *                 for c in range(cols):
+ *                     l2_touch(s, line_of(s, row + c * cs * isz))
+ *     l2_flush(s)             # <<<<<<<<<<<<<<
  * 
  * 
 */
-  {
+  __pyx_f_5pypto_3sim_7_engine_l2_flush(__pyx_v_s);
 
-    __pyx_r = __pyx_v_hits;
-  }
-  goto __pyx_L0;
-
-  /* "pypto/sim/_engine.pyx":212
+  /* "pypto/sim/_engine.pyx":281
  * 
  * 
- * cdef inline int64_t touch_lines(Sim* s, int64_t base, int64_t rows, int64_t cols, int64_t rs,             # <<<<<<<<<<<<<<
- *                                 int64_t cs, int64_t isz, int64_t* count) noexcept nogil:
- *     """Access every line ``reference.gm_lines`` lists, in its order; returns the hits."""
+ * cdef inline void touch_lines(Sim* s, int64_t base, int64_t rows, int64_t cols, int64_t rs,             # <<<<<<<<<<<<<<
+ *                              int64_t cs, int64_t isz) noexcept nogil:
+ *     """Access every line ``reference.gm_lines`` lists, in its order; counts the lines and
 */
 
   /* function exit code */
-  __pyx_L0:;
 
 
 
 
 
-
-
-
-  return __pyx_r;
 }
 
-/* "pypto/sim/_engine.pyx":247
+/* "pypto/sim/_engine.pyx":312
  * # -- costs ----------------------------------------------------------------------------------
  * 
  * cdef inline void copy_shape(const Instr* r, int64_t* rows, int64_t* cols, int64_t* rs,             # <<<<<<<<<<<<<<
@@ -21973,7 +22326,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_shape(struct __pyx_t
   int64_t __pyx_t_3;
   int __pyx_t_4;
 
-  /* "pypto/sim/_engine.pyx":250
+  /* "pypto/sim/_engine.pyx":315
  *                             int64_t* cs) noexcept nogil:
  *     """The (rows, cols, row stride, col stride) ``reference.copy`` costs a COPY by."""
  *     rows[0] = r.d_rows             # <<<<<<<<<<<<<<
@@ -21985,7 +22338,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_shape(struct __pyx_t
   (__pyx_v_rows[0]) = __pyx_t_1;
 
 
-  /* "pypto/sim/_engine.pyx":251
+  /* "pypto/sim/_engine.pyx":316
  *     """The (rows, cols, row stride, col stride) ``reference.copy`` costs a COPY by."""
  *     rows[0] = r.d_rows
  *     cols[0] = r.d_cols             # <<<<<<<<<<<<<<
@@ -21997,7 +22350,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_shape(struct __pyx_t
   (__pyx_v_cols[0]) = __pyx_t_1;
 
 
-  /* "pypto/sim/_engine.pyx":252
+  /* "pypto/sim/_engine.pyx":317
  *     rows[0] = r.d_rows
  *     cols[0] = r.d_cols
  *     if r.a_mem == MEM_GM:             # <<<<<<<<<<<<<<
@@ -22009,7 +22362,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_shape(struct __pyx_t
   if (__pyx_t_2) {
 
 
-    /* "pypto/sim/_engine.pyx":253
+    /* "pypto/sim/_engine.pyx":318
  *     cols[0] = r.d_cols
  *     if r.a_mem == MEM_GM:
  *         rs[0] = r.a_rs             # <<<<<<<<<<<<<<
@@ -22021,7 +22374,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_shape(struct __pyx_t
     (__pyx_v_rs[0]) = __pyx_t_3;
 
 
-    /* "pypto/sim/_engine.pyx":254
+    /* "pypto/sim/_engine.pyx":319
  *     if r.a_mem == MEM_GM:
  *         rs[0] = r.a_rs
  *         cs[0] = r.a_cs             # <<<<<<<<<<<<<<
@@ -22033,7 +22386,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_shape(struct __pyx_t
     (__pyx_v_cs[0]) = __pyx_t_3;
 
 
-    /* "pypto/sim/_engine.pyx":252
+    /* "pypto/sim/_engine.pyx":317
  *     rows[0] = r.d_rows
  *     cols[0] = r.d_cols
  *     if r.a_mem == MEM_GM:             # <<<<<<<<<<<<<<
@@ -22043,7 +22396,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_shape(struct __pyx_t
     goto __pyx_L3;
   }
 
-  /* "pypto/sim/_engine.pyx":256
+  /* "pypto/sim/_engine.pyx":321
  *         cs[0] = r.a_cs
  *     else:
  *         rs[0] = r.d_rs             # <<<<<<<<<<<<<<
@@ -22056,7 +22409,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_shape(struct __pyx_t
     (__pyx_v_rs[0]) = __pyx_t_3;
 
 
-    /* "pypto/sim/_engine.pyx":257
+    /* "pypto/sim/_engine.pyx":322
  *     else:
  *         rs[0] = r.d_rs
  *         cs[0] = r.d_cs             # <<<<<<<<<<<<<<
@@ -22070,7 +22423,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_shape(struct __pyx_t
   }
   __pyx_L3:;
 
-  /* "pypto/sim/_engine.pyx":258
+  /* "pypto/sim/_engine.pyx":323
  *         rs[0] = r.d_rs
  *         cs[0] = r.d_cs
  *     if r.d_mem != MEM_GM and r.a_mem != MEM_GM:             # <<<<<<<<<<<<<<
@@ -22096,7 +22449,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_shape(struct __pyx_t
   if (__pyx_t_2) {
 
 
-    /* "pypto/sim/_engine.pyx":259
+    /* "pypto/sim/_engine.pyx":324
  *         cs[0] = r.d_cs
  *     if r.d_mem != MEM_GM and r.a_mem != MEM_GM:
  *         rs[0] = r.a_rs             # <<<<<<<<<<<<<<
@@ -22108,7 +22461,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_shape(struct __pyx_t
     (__pyx_v_rs[0]) = __pyx_t_3;
 
 
-    /* "pypto/sim/_engine.pyx":260
+    /* "pypto/sim/_engine.pyx":325
  *     if r.d_mem != MEM_GM and r.a_mem != MEM_GM:
  *         rs[0] = r.a_rs
  *         cs[0] = r.a_cs             # <<<<<<<<<<<<<<
@@ -22120,7 +22473,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_shape(struct __pyx_t
     (__pyx_v_cs[0]) = __pyx_t_3;
 
 
-    /* "pypto/sim/_engine.pyx":261
+    /* "pypto/sim/_engine.pyx":326
  *         rs[0] = r.a_rs
  *         cs[0] = r.a_cs
  *         if r.flags & F_TRANSPOSE:             # <<<<<<<<<<<<<<
@@ -22132,7 +22485,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_shape(struct __pyx_t
     if (__pyx_t_2) {
 
 
-      /* "pypto/sim/_engine.pyx":262
+      /* "pypto/sim/_engine.pyx":327
  *         cs[0] = r.a_cs
  *         if r.flags & F_TRANSPOSE:
  *             rows[0] = r.d_cols             # <<<<<<<<<<<<<<
@@ -22144,7 +22497,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_shape(struct __pyx_t
       (__pyx_v_rows[0]) = __pyx_t_1;
 
 
-      /* "pypto/sim/_engine.pyx":263
+      /* "pypto/sim/_engine.pyx":328
  *         if r.flags & F_TRANSPOSE:
  *             rows[0] = r.d_cols
  *             cols[0] = r.d_rows             # <<<<<<<<<<<<<<
@@ -22156,7 +22509,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_shape(struct __pyx_t
       (__pyx_v_cols[0]) = __pyx_t_1;
 
 
-      /* "pypto/sim/_engine.pyx":261
+      /* "pypto/sim/_engine.pyx":326
  *         rs[0] = r.a_rs
  *         cs[0] = r.a_cs
  *         if r.flags & F_TRANSPOSE:             # <<<<<<<<<<<<<<
@@ -22165,7 +22518,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_shape(struct __pyx_t
 */
     }
 
-    /* "pypto/sim/_engine.pyx":258
+    /* "pypto/sim/_engine.pyx":323
  *         rs[0] = r.d_rs
  *         cs[0] = r.d_cs
  *     if r.d_mem != MEM_GM and r.a_mem != MEM_GM:             # <<<<<<<<<<<<<<
@@ -22174,7 +22527,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_shape(struct __pyx_t
 */
   }
 
-  /* "pypto/sim/_engine.pyx":247
+  /* "pypto/sim/_engine.pyx":312
  * # -- costs ----------------------------------------------------------------------------------
  * 
  * cdef inline void copy_shape(const Instr* r, int64_t* rows, int64_t* cols, int64_t* rs,             # <<<<<<<<<<<<<<
@@ -22185,7 +22538,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_shape(struct __pyx_t
   /* function exit code */
 }
 
-/* "pypto/sim/_engine.pyx":266
+/* "pypto/sim/_engine.pyx":331
  * 
  * 
  * cdef inline void burst(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t isz,             # <<<<<<<<<<<<<<
@@ -22197,7 +22550,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_burst(int64_t __pyx_v_row
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "pypto/sim/_engine.pyx":269
+  /* "pypto/sim/_engine.pyx":334
  *                        int64_t* run, int64_t* runs) noexcept nogil:
  *     """``reference.burst_bytes``: the length of one contiguous run and how many."""
  *     if (cols == 1 or cs == 1) and (rows == 1 or rs == cols):             # <<<<<<<<<<<<<<
@@ -22242,7 +22595,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_burst(int64_t __pyx_v_row
   if (__pyx_t_1) {
 
 
-    /* "pypto/sim/_engine.pyx":270
+    /* "pypto/sim/_engine.pyx":335
  *     """``reference.burst_bytes``: the length of one contiguous run and how many."""
  *     if (cols == 1 or cs == 1) and (rows == 1 or rs == cols):
  *         run[0] = rows * cols * isz             # <<<<<<<<<<<<<<
@@ -22251,7 +22604,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_burst(int64_t __pyx_v_row
 */
     (__pyx_v_run[0]) = ((__pyx_v_rows * __pyx_v_cols) * __pyx_v_isz);
 
-    /* "pypto/sim/_engine.pyx":271
+    /* "pypto/sim/_engine.pyx":336
  *     if (cols == 1 or cs == 1) and (rows == 1 or rs == cols):
  *         run[0] = rows * cols * isz
  *         runs[0] = 1             # <<<<<<<<<<<<<<
@@ -22260,7 +22613,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_burst(int64_t __pyx_v_row
 */
     (__pyx_v_runs[0]) = 1;
 
-    /* "pypto/sim/_engine.pyx":269
+    /* "pypto/sim/_engine.pyx":334
  *                        int64_t* run, int64_t* runs) noexcept nogil:
  *     """``reference.burst_bytes``: the length of one contiguous run and how many."""
  *     if (cols == 1 or cs == 1) and (rows == 1 or rs == cols):             # <<<<<<<<<<<<<<
@@ -22270,7 +22623,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_burst(int64_t __pyx_v_row
     goto __pyx_L3;
   }
 
-  /* "pypto/sim/_engine.pyx":272
+  /* "pypto/sim/_engine.pyx":337
  *         run[0] = rows * cols * isz
  *         runs[0] = 1
  *     elif cs == 1:             # <<<<<<<<<<<<<<
@@ -22282,7 +22635,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_burst(int64_t __pyx_v_row
   if (__pyx_t_1) {
 
 
-    /* "pypto/sim/_engine.pyx":273
+    /* "pypto/sim/_engine.pyx":338
  *         runs[0] = 1
  *     elif cs == 1:
  *         run[0] = cols * isz             # <<<<<<<<<<<<<<
@@ -22291,7 +22644,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_burst(int64_t __pyx_v_row
 */
     (__pyx_v_run[0]) = (__pyx_v_cols * __pyx_v_isz);
 
-    /* "pypto/sim/_engine.pyx":274
+    /* "pypto/sim/_engine.pyx":339
  *     elif cs == 1:
  *         run[0] = cols * isz
  *         runs[0] = rows             # <<<<<<<<<<<<<<
@@ -22300,7 +22653,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_burst(int64_t __pyx_v_row
 */
     (__pyx_v_runs[0]) = __pyx_v_rows;
 
-    /* "pypto/sim/_engine.pyx":272
+    /* "pypto/sim/_engine.pyx":337
  *         run[0] = rows * cols * isz
  *         runs[0] = 1
  *     elif cs == 1:             # <<<<<<<<<<<<<<
@@ -22310,7 +22663,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_burst(int64_t __pyx_v_row
     goto __pyx_L3;
   }
 
-  /* "pypto/sim/_engine.pyx":275
+  /* "pypto/sim/_engine.pyx":340
  *         run[0] = cols * isz
  *         runs[0] = rows
  *     elif cs == 0:             # <<<<<<<<<<<<<<
@@ -22322,7 +22675,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_burst(int64_t __pyx_v_row
   if (__pyx_t_1) {
 
 
-    /* "pypto/sim/_engine.pyx":276
+    /* "pypto/sim/_engine.pyx":341
  *         runs[0] = rows
  *     elif cs == 0:
  *         run[0] = isz             # <<<<<<<<<<<<<<
@@ -22331,7 +22684,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_burst(int64_t __pyx_v_row
 */
     (__pyx_v_run[0]) = __pyx_v_isz;
 
-    /* "pypto/sim/_engine.pyx":277
+    /* "pypto/sim/_engine.pyx":342
  *     elif cs == 0:
  *         run[0] = isz
  *         runs[0] = rows             # <<<<<<<<<<<<<<
@@ -22340,7 +22693,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_burst(int64_t __pyx_v_row
 */
     (__pyx_v_runs[0]) = __pyx_v_rows;
 
-    /* "pypto/sim/_engine.pyx":275
+    /* "pypto/sim/_engine.pyx":340
  *         run[0] = cols * isz
  *         runs[0] = rows
  *     elif cs == 0:             # <<<<<<<<<<<<<<
@@ -22350,7 +22703,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_burst(int64_t __pyx_v_row
     goto __pyx_L3;
   }
 
-  /* "pypto/sim/_engine.pyx":279
+  /* "pypto/sim/_engine.pyx":344
  *         runs[0] = rows
  *     else:
  *         run[0] = isz             # <<<<<<<<<<<<<<
@@ -22360,7 +22713,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_burst(int64_t __pyx_v_row
   /*else*/ {
     (__pyx_v_run[0]) = __pyx_v_isz;
 
-    /* "pypto/sim/_engine.pyx":280
+    /* "pypto/sim/_engine.pyx":345
  *     else:
  *         run[0] = isz
  *         runs[0] = rows * cols             # <<<<<<<<<<<<<<
@@ -22371,7 +22724,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_burst(int64_t __pyx_v_row
   }
   __pyx_L3:;
 
-  /* "pypto/sim/_engine.pyx":266
+  /* "pypto/sim/_engine.pyx":331
  * 
  * 
  * cdef inline void burst(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t isz,             # <<<<<<<<<<<<<<
@@ -22382,7 +22735,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_burst(int64_t __pyx_v_row
   /* function exit code */
 }
 
-/* "pypto/sim/_engine.pyx":283
+/* "pypto/sim/_engine.pyx":348
  * 
  * 
  * cdef inline int64_t mmad_cycles(Sim* s, const Instr* r) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -22395,7 +22748,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_mmad_cycles(struct __p
   int64_t __pyx_v_fractals;
   int64_t __pyx_r;
 
-  /* "pypto/sim/_engine.pyx":284
+  /* "pypto/sim/_engine.pyx":349
  * 
  * cdef inline int64_t mmad_cycles(Sim* s, const Instr* r) noexcept nogil:
  *     cdef const int64_t* f = s.fractal + 4 * r.sdtype             # <<<<<<<<<<<<<<
@@ -22404,7 +22757,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_mmad_cycles(struct __p
 */
   __pyx_v_f = (__pyx_v_s->fractal + (4 * __pyx_v_r->sdtype));
 
-  /* "pypto/sim/_engine.pyx":286
+  /* "pypto/sim/_engine.pyx":351
  *     cdef const int64_t* f = s.fractal + 4 * r.sdtype
  *     cdef int64_t fractals = (ceildiv(r.a_rows, f[0]) * ceildiv(r.b_cols, f[2])
  *                              * ceildiv(r.a_cols, f[1]))             # <<<<<<<<<<<<<<
@@ -22413,7 +22766,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_mmad_cycles(struct __p
 */
   __pyx_v_fractals = ((__pyx_f_5pypto_3sim_7_engine_ceildiv(__pyx_v_r->a_rows, (__pyx_v_f[0])) * __pyx_f_5pypto_3sim_7_engine_ceildiv(__pyx_v_r->b_cols, (__pyx_v_f[2]))) * __pyx_f_5pypto_3sim_7_engine_ceildiv(__pyx_v_r->a_cols, (__pyx_v_f[1])));
 
-  /* "pypto/sim/_engine.pyx":287
+  /* "pypto/sim/_engine.pyx":352
  *     cdef int64_t fractals = (ceildiv(r.a_rows, f[0]) * ceildiv(r.b_cols, f[2])
  *                              * ceildiv(r.a_cols, f[1]))
  *     return s.cube_overhead + fractals * f[3]             # <<<<<<<<<<<<<<
@@ -22426,7 +22779,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_mmad_cycles(struct __p
   }
   goto __pyx_L0;
 
-  /* "pypto/sim/_engine.pyx":283
+  /* "pypto/sim/_engine.pyx":348
  * 
  * 
  * cdef inline int64_t mmad_cycles(Sim* s, const Instr* r) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -22441,7 +22794,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_mmad_cycles(struct __p
   return __pyx_r;
 }
 
-/* "pypto/sim/_engine.pyx":290
+/* "pypto/sim/_engine.pyx":355
  * 
  * 
  * cdef inline int64_t vector_cycles(Sim* s, const Instr* r, int kind) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -22458,7 +22811,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_vector_cycles(struct _
   int32_t __pyx_t_1;
   int __pyx_t_2;
 
-  /* "pypto/sim/_engine.pyx":291
+  /* "pypto/sim/_engine.pyx":356
  * 
  * cdef inline int64_t vector_cycles(Sim* s, const Instr* r, int kind) noexcept nogil:
  *     cdef int64_t rows = r.d_rows             # <<<<<<<<<<<<<<
@@ -22469,7 +22822,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_vector_cycles(struct _
 
   __pyx_v_rows = __pyx_t_1;
 
-  /* "pypto/sim/_engine.pyx":292
+  /* "pypto/sim/_engine.pyx":357
  * cdef inline int64_t vector_cycles(Sim* s, const Instr* r, int kind) noexcept nogil:
  *     cdef int64_t rows = r.d_rows
  *     cdef int64_t cols = r.a_cols if kind == K_REDUCE else r.d_cols             # <<<<<<<<<<<<<<
@@ -22488,7 +22841,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_vector_cycles(struct _
 
   __pyx_v_cols = __pyx_t_1;
 
-  /* "pypto/sim/_engine.pyx":293
+  /* "pypto/sim/_engine.pyx":358
  *     cdef int64_t rows = r.d_rows
  *     cdef int64_t cols = r.a_cols if kind == K_REDUCE else r.d_cols
  *     cdef int64_t isz = imax(s.itemsize[r.dtype], s.itemsize[r.sdtype])             # <<<<<<<<<<<<<<
@@ -22497,7 +22850,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_vector_cycles(struct _
 */
   __pyx_v_isz = __pyx_f_5pypto_3sim_7_engine_imax((__pyx_v_s->itemsize[__pyx_v_r->dtype]), (__pyx_v_s->itemsize[__pyx_v_r->sdtype]));
 
-  /* "pypto/sim/_engine.pyx":294
+  /* "pypto/sim/_engine.pyx":359
  *     cdef int64_t cols = r.a_cols if kind == K_REDUCE else r.d_cols
  *     cdef int64_t isz = imax(s.itemsize[r.dtype], s.itemsize[r.sdtype])
  *     cdef double work = <double>(rows * cols * isz) * s.vector_cost[r.op] / s.vector_bpc             # <<<<<<<<<<<<<<
@@ -22506,7 +22859,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_vector_cycles(struct _
 */
   __pyx_v_work = ((((double)((__pyx_v_rows * __pyx_v_cols) * __pyx_v_isz)) * (__pyx_v_s->vector_cost[__pyx_v_r->op])) / __pyx_v_s->vector_bpc);
 
-  /* "pypto/sim/_engine.pyx":295
+  /* "pypto/sim/_engine.pyx":360
  *     cdef int64_t isz = imax(s.itemsize[r.dtype], s.itemsize[r.sdtype])
  *     cdef double work = <double>(rows * cols * isz) * s.vector_cost[r.op] / s.vector_bpc
  *     return s.vector_overhead + <int64_t>ceil(work)             # <<<<<<<<<<<<<<
@@ -22519,7 +22872,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_vector_cycles(struct _
   }
   goto __pyx_L0;
 
-  /* "pypto/sim/_engine.pyx":290
+  /* "pypto/sim/_engine.pyx":355
  * 
  * 
  * cdef inline int64_t vector_cycles(Sim* s, const Instr* r, int kind) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -22536,7 +22889,7 @@ static CYTHON_INLINE int64_t __pyx_f_5pypto_3sim_7_engine_vector_cycles(struct _
   return __pyx_r;
 }
 
-/* "pypto/sim/_engine.pyx":298
+/* "pypto/sim/_engine.pyx":363
  * 
  * 
  * cdef inline void copy_cycles(Sim* s, const Instr* r, int64_t start, int64_t* free_at,             # <<<<<<<<<<<<<<
@@ -22574,8 +22927,9 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
   int __pyx_t_3;
   int __pyx_t_4;
   int64_t __pyx_t_5;
+  int64_t __pyx_t_6;
 
-  /* "pypto/sim/_engine.pyx":301
+  /* "pypto/sim/_engine.pyx":366
  *                              int64_t* complete) noexcept nogil:
  *     """``reference.copy``: (pipe free, completion) of a DMA starting at ``start``."""
  *     cdef int64_t src = r.a_mem, dst = r.d_mem             # <<<<<<<<<<<<<<
@@ -22589,7 +22943,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 
   __pyx_v_dst = __pyx_t_1;
 
-  /* "pypto/sim/_engine.pyx":302
+  /* "pypto/sim/_engine.pyx":367
  *     """``reference.copy``: (pipe free, completion) of a DMA starting at ``start``."""
  *     cdef int64_t src = r.a_mem, dst = r.d_mem
  *     cdef int pi = src * NMEMS + dst             # <<<<<<<<<<<<<<
@@ -22598,7 +22952,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
   __pyx_v_pi = ((__pyx_v_src * __pyx_e_5pypto_3sim_7_engine_NMEMS) + __pyx_v_dst);
 
-  /* "pypto/sim/_engine.pyx":303
+  /* "pypto/sim/_engine.pyx":368
  *     cdef int64_t src = r.a_mem, dst = r.d_mem
  *     cdef int pi = src * NMEMS + dst
  *     cdef int64_t isz = s.itemsize[r.sdtype]             # <<<<<<<<<<<<<<
@@ -22607,7 +22961,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
   __pyx_v_isz = (__pyx_v_s->itemsize[__pyx_v_r->sdtype]);
 
-  /* "pypto/sim/_engine.pyx":306
+  /* "pypto/sim/_engine.pyx":371
  *     cdef int64_t rows, cols, rs, cs, run, runs, real, eff, base, gm, hits, n
  *     cdef int64_t occupy, dram, l2_latency, done
  *     cdef double row_time, rate = s.path_rate[pi], hit_eff, miss_eff             # <<<<<<<<<<<<<<
@@ -22616,7 +22970,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
   __pyx_v_rate = (__pyx_v_s->path_rate[__pyx_v_pi]);
 
-  /* "pypto/sim/_engine.pyx":307
+  /* "pypto/sim/_engine.pyx":372
  *     cdef int64_t occupy, dram, l2_latency, done
  *     cdef double row_time, rate = s.path_rate[pi], hit_eff, miss_eff
  *     copy_shape(r, &rows, &cols, &rs, &cs)             # <<<<<<<<<<<<<<
@@ -22625,7 +22979,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
   __pyx_f_5pypto_3sim_7_engine_copy_shape(__pyx_v_r, (&__pyx_v_rows), (&__pyx_v_cols), (&__pyx_v_rs), (&__pyx_v_cs));
 
-  /* "pypto/sim/_engine.pyx":308
+  /* "pypto/sim/_engine.pyx":373
  *     cdef double row_time, rate = s.path_rate[pi], hit_eff, miss_eff
  *     copy_shape(r, &rows, &cols, &rs, &cs)
  *     burst(rows, cols, rs, cs, isz, &run, &runs)             # <<<<<<<<<<<<<<
@@ -22634,7 +22988,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
   __pyx_f_5pypto_3sim_7_engine_burst(__pyx_v_rows, __pyx_v_cols, __pyx_v_rs, __pyx_v_cs, __pyx_v_isz, (&__pyx_v_run), (&__pyx_v_runs));
 
-  /* "pypto/sim/_engine.pyx":309
+  /* "pypto/sim/_engine.pyx":374
  *     copy_shape(r, &rows, &cols, &rs, &cs)
  *     burst(rows, cols, rs, cs, isz, &run, &runs)
  *     real = run * runs             # <<<<<<<<<<<<<<
@@ -22643,7 +22997,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
   __pyx_v_real = (__pyx_v_run * __pyx_v_runs);
 
-  /* "pypto/sim/_engine.pyx":310
+  /* "pypto/sim/_engine.pyx":375
  *     burst(rows, cols, rs, cs, isz, &run, &runs)
  *     real = run * runs
  *     eff = imax(run, s.path_min_burst[pi]) * runs             # <<<<<<<<<<<<<<
@@ -22652,7 +23006,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
   __pyx_v_eff = (__pyx_f_5pypto_3sim_7_engine_imax(__pyx_v_run, (__pyx_v_s->path_min_burst[__pyx_v_pi])) * __pyx_v_runs);
 
-  /* "pypto/sim/_engine.pyx":311
+  /* "pypto/sim/_engine.pyx":376
  *     real = run * runs
  *     eff = imax(run, s.path_min_burst[pi]) * runs
  *     s.path_bytes[pi] += real             # <<<<<<<<<<<<<<
@@ -22663,7 +23017,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
   __pyx_t_2 = __pyx_v_pi;
   (__pyx_v_s->path_bytes[__pyx_t_2]) = ((__pyx_v_s->path_bytes[__pyx_t_2]) + __pyx_v_real);
 
-  /* "pypto/sim/_engine.pyx":312
+  /* "pypto/sim/_engine.pyx":377
  *     eff = imax(run, s.path_min_burst[pi]) * runs
  *     s.path_bytes[pi] += real
  *     row_time = <double>rows * s.path_row_cycles[pi]             # <<<<<<<<<<<<<<
@@ -22672,7 +23026,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
   __pyx_v_row_time = (((double)__pyx_v_rows) * (__pyx_v_s->path_row_cycles[__pyx_v_pi]));
 
-  /* "pypto/sim/_engine.pyx":313
+  /* "pypto/sim/_engine.pyx":378
  *     s.path_bytes[pi] += real
  *     row_time = <double>rows * s.path_row_cycles[pi]
  *     if src != MEM_GM and dst != MEM_GM:             # <<<<<<<<<<<<<<
@@ -22698,7 +23052,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
   if (__pyx_t_3) {
 
 
-    /* "pypto/sim/_engine.pyx":314
+    /* "pypto/sim/_engine.pyx":379
  *     row_time = <double>rows * s.path_row_cycles[pi]
  *     if src != MEM_GM and dst != MEM_GM:
  *         done = start + <int64_t>ceil(<double>eff / rate + row_time)             # <<<<<<<<<<<<<<
@@ -22707,7 +23061,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
     __pyx_v_done = (__pyx_v_start + ((int64_t)ceil(((((double)__pyx_v_eff) / __pyx_v_rate) + __pyx_v_row_time))));
 
-    /* "pypto/sim/_engine.pyx":315
+    /* "pypto/sim/_engine.pyx":380
  *     if src != MEM_GM and dst != MEM_GM:
  *         done = start + <int64_t>ceil(<double>eff / rate + row_time)
  *         free_at[0] = done             # <<<<<<<<<<<<<<
@@ -22716,7 +23070,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
     (__pyx_v_free_at[0]) = __pyx_v_done;
 
-    /* "pypto/sim/_engine.pyx":316
+    /* "pypto/sim/_engine.pyx":381
  *         done = start + <int64_t>ceil(<double>eff / rate + row_time)
  *         free_at[0] = done
  *         complete[0] = done + s.path_latency[pi]             # <<<<<<<<<<<<<<
@@ -22725,7 +23079,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
     (__pyx_v_complete[0]) = (__pyx_v_done + (__pyx_v_s->path_latency[__pyx_v_pi]));
 
-    /* "pypto/sim/_engine.pyx":317
+    /* "pypto/sim/_engine.pyx":382
  *         free_at[0] = done
  *         complete[0] = done + s.path_latency[pi]
  *         return             # <<<<<<<<<<<<<<
@@ -22736,7 +23090,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
     }
     goto __pyx_L0;
 
-    /* "pypto/sim/_engine.pyx":313
+    /* "pypto/sim/_engine.pyx":378
  *     s.path_bytes[pi] += real
  *     row_time = <double>rows * s.path_row_cycles[pi]
  *     if src != MEM_GM and dst != MEM_GM:             # <<<<<<<<<<<<<<
@@ -22745,12 +23099,12 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
   }
 
-  /* "pypto/sim/_engine.pyx":318
+  /* "pypto/sim/_engine.pyx":383
  *         complete[0] = done + s.path_latency[pi]
  *         return
  *     gm = r.gm if r.gm >= 0 else r.gm + s.nsym             # <<<<<<<<<<<<<<
  *     base = s.bases[gm] + (r.a_addr if src == MEM_GM else r.d_addr) * isz
- *     hits = touch_lines(s, base, rows, cols, rs, cs, isz, &n)
+ *     touch_lines(s, base, rows, cols, rs, cs, isz)
 */
   __pyx_t_3 = (__pyx_v_r->gm >= 0);
 
@@ -22764,12 +23118,12 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 
   __pyx_v_gm = __pyx_t_5;
 
-  /* "pypto/sim/_engine.pyx":319
+  /* "pypto/sim/_engine.pyx":384
  *         return
  *     gm = r.gm if r.gm >= 0 else r.gm + s.nsym
  *     base = s.bases[gm] + (r.a_addr if src == MEM_GM else r.d_addr) * isz             # <<<<<<<<<<<<<<
- *     hits = touch_lines(s, base, rows, cols, rs, cs, isz, &n)
- *     if src == MEM_GM:
+ *     touch_lines(s, base, rows, cols, rs, cs, isz)
+ *     hits, n = s.hits, s.lines
 */
   __pyx_t_3 = (__pyx_v_src == __pyx_e_5pypto_3sim_7_engine_MEM_GM);
 
@@ -22784,18 +23138,32 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
   __pyx_v_base = ((__pyx_v_s->bases[__pyx_v_gm]) + (__pyx_t_5 * __pyx_v_isz));
 
 
-  /* "pypto/sim/_engine.pyx":320
+  /* "pypto/sim/_engine.pyx":385
  *     gm = r.gm if r.gm >= 0 else r.gm + s.nsym
  *     base = s.bases[gm] + (r.a_addr if src == MEM_GM else r.d_addr) * isz
- *     hits = touch_lines(s, base, rows, cols, rs, cs, isz, &n)             # <<<<<<<<<<<<<<
+ *     touch_lines(s, base, rows, cols, rs, cs, isz)             # <<<<<<<<<<<<<<
+ *     hits, n = s.hits, s.lines
+ *     if src == MEM_GM:
+*/
+  __pyx_f_5pypto_3sim_7_engine_touch_lines(__pyx_v_s, __pyx_v_base, __pyx_v_rows, __pyx_v_cols, __pyx_v_rs, __pyx_v_cs, __pyx_v_isz);
+
+  /* "pypto/sim/_engine.pyx":386
+ *     base = s.bases[gm] + (r.a_addr if src == MEM_GM else r.d_addr) * isz
+ *     touch_lines(s, base, rows, cols, rs, cs, isz)
+ *     hits, n = s.hits, s.lines             # <<<<<<<<<<<<<<
  *     if src == MEM_GM:
  *         hit_eff = <double>(eff * hits) / <double>n
 */
-  __pyx_v_hits = __pyx_f_5pypto_3sim_7_engine_touch_lines(__pyx_v_s, __pyx_v_base, __pyx_v_rows, __pyx_v_cols, __pyx_v_rs, __pyx_v_cs, __pyx_v_isz, (&__pyx_v_n));
+  __pyx_t_5 = __pyx_v_s->hits;
 
-  /* "pypto/sim/_engine.pyx":321
- *     base = s.bases[gm] + (r.a_addr if src == MEM_GM else r.d_addr) * isz
- *     hits = touch_lines(s, base, rows, cols, rs, cs, isz, &n)
+  __pyx_t_6 = __pyx_v_s->lines;
+
+  __pyx_v_hits = __pyx_t_5;
+  __pyx_v_n = __pyx_t_6;
+
+  /* "pypto/sim/_engine.pyx":387
+ *     touch_lines(s, base, rows, cols, rs, cs, isz)
+ *     hits, n = s.hits, s.lines
  *     if src == MEM_GM:             # <<<<<<<<<<<<<<
  *         hit_eff = <double>(eff * hits) / <double>n
  *         miss_eff = <double>eff - hit_eff
@@ -22805,8 +23173,8 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
   if (__pyx_t_3) {
 
 
-    /* "pypto/sim/_engine.pyx":322
- *     hits = touch_lines(s, base, rows, cols, rs, cs, isz, &n)
+    /* "pypto/sim/_engine.pyx":388
+ *     hits, n = s.hits, s.lines
  *     if src == MEM_GM:
  *         hit_eff = <double>(eff * hits) / <double>n             # <<<<<<<<<<<<<<
  *         miss_eff = <double>eff - hit_eff
@@ -22814,7 +23182,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
     __pyx_v_hit_eff = (((double)(__pyx_v_eff * __pyx_v_hits)) / ((double)__pyx_v_n));
 
-    /* "pypto/sim/_engine.pyx":323
+    /* "pypto/sim/_engine.pyx":389
  *     if src == MEM_GM:
  *         hit_eff = <double>(eff * hits) / <double>n
  *         miss_eff = <double>eff - hit_eff             # <<<<<<<<<<<<<<
@@ -22823,7 +23191,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
     __pyx_v_miss_eff = (((double)__pyx_v_eff) - __pyx_v_hit_eff);
 
-    /* "pypto/sim/_engine.pyx":324
+    /* "pypto/sim/_engine.pyx":390
  *         hit_eff = <double>(eff * hits) / <double>n
  *         miss_eff = <double>eff - hit_eff
  *         s.gm_read_bytes += real             # <<<<<<<<<<<<<<
@@ -22832,7 +23200,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
     __pyx_v_s->gm_read_bytes = (__pyx_v_s->gm_read_bytes + __pyx_v_real);
 
-    /* "pypto/sim/_engine.pyx":325
+    /* "pypto/sim/_engine.pyx":391
  *         miss_eff = <double>eff - hit_eff
  *         s.gm_read_bytes += real
  *         s.l2_hit_bytes += real * hits / n             # <<<<<<<<<<<<<<
@@ -22841,7 +23209,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
     __pyx_v_s->l2_hit_bytes = (__pyx_v_s->l2_hit_bytes + ((__pyx_v_real * __pyx_v_hits) / __pyx_v_n));
 
-    /* "pypto/sim/_engine.pyx":326
+    /* "pypto/sim/_engine.pyx":392
  *         s.gm_read_bytes += real
  *         s.l2_hit_bytes += real * hits / n
  *         occupy = <int64_t>ceil(hit_eff / s.l2_read_bpc + miss_eff / rate + row_time)             # <<<<<<<<<<<<<<
@@ -22850,7 +23218,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
     __pyx_v_occupy = ((int64_t)ceil((((__pyx_v_hit_eff / __pyx_v_s->l2_read_bpc) + (__pyx_v_miss_eff / __pyx_v_rate)) + __pyx_v_row_time)));
 
-    /* "pypto/sim/_engine.pyx":327
+    /* "pypto/sim/_engine.pyx":393
  *         s.l2_hit_bytes += real * hits / n
  *         occupy = <int64_t>ceil(hit_eff / s.l2_read_bpc + miss_eff / rate + row_time)
  *         dram = <int64_t>ceil(miss_eff / s.chip_bpc)             # <<<<<<<<<<<<<<
@@ -22859,7 +23227,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
     __pyx_v_dram = ((int64_t)ceil((__pyx_v_miss_eff / __pyx_v_s->chip_bpc)));
 
-    /* "pypto/sim/_engine.pyx":328
+    /* "pypto/sim/_engine.pyx":394
  *         occupy = <int64_t>ceil(hit_eff / s.l2_read_bpc + miss_eff / rate + row_time)
  *         dram = <int64_t>ceil(miss_eff / s.chip_bpc)
  *         l2_latency = s.miss_latency if hits < n else s.hit_latency             # <<<<<<<<<<<<<<
@@ -22870,17 +23238,17 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 
     if (__pyx_t_3) {
 
-      __pyx_t_5 = __pyx_v_s->miss_latency;
+      __pyx_t_6 = __pyx_v_s->miss_latency;
     } else {
 
-      __pyx_t_5 = __pyx_v_s->hit_latency;
+      __pyx_t_6 = __pyx_v_s->hit_latency;
     }
 
-    __pyx_v_l2_latency = __pyx_t_5;
+    __pyx_v_l2_latency = __pyx_t_6;
 
-    /* "pypto/sim/_engine.pyx":321
- *     base = s.bases[gm] + (r.a_addr if src == MEM_GM else r.d_addr) * isz
- *     hits = touch_lines(s, base, rows, cols, rs, cs, isz, &n)
+    /* "pypto/sim/_engine.pyx":387
+ *     touch_lines(s, base, rows, cols, rs, cs, isz)
+ *     hits, n = s.hits, s.lines
  *     if src == MEM_GM:             # <<<<<<<<<<<<<<
  *         hit_eff = <double>(eff * hits) / <double>n
  *         miss_eff = <double>eff - hit_eff
@@ -22888,7 +23256,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
     goto __pyx_L6;
   }
 
-  /* "pypto/sim/_engine.pyx":330
+  /* "pypto/sim/_engine.pyx":396
  *         l2_latency = s.miss_latency if hits < n else s.hit_latency
  *     else:
  *         s.gm_write_bytes += real             # <<<<<<<<<<<<<<
@@ -22898,7 +23266,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
   /*else*/ {
     __pyx_v_s->gm_write_bytes = (__pyx_v_s->gm_write_bytes + __pyx_v_real);
 
-    /* "pypto/sim/_engine.pyx":331
+    /* "pypto/sim/_engine.pyx":397
  *     else:
  *         s.gm_write_bytes += real
  *         occupy = <int64_t>ceil(<double>eff / rate + row_time)             # <<<<<<<<<<<<<<
@@ -22907,7 +23275,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
     __pyx_v_occupy = ((int64_t)ceil(((((double)__pyx_v_eff) / __pyx_v_rate) + __pyx_v_row_time)));
 
-    /* "pypto/sim/_engine.pyx":332
+    /* "pypto/sim/_engine.pyx":398
  *         s.gm_write_bytes += real
  *         occupy = <int64_t>ceil(<double>eff / rate + row_time)
  *         dram = <int64_t>ceil(<double>eff / s.chip_bpc)             # <<<<<<<<<<<<<<
@@ -22916,7 +23284,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
     __pyx_v_dram = ((int64_t)ceil((((double)__pyx_v_eff) / __pyx_v_s->chip_bpc)));
 
-    /* "pypto/sim/_engine.pyx":333
+    /* "pypto/sim/_engine.pyx":399
  *         occupy = <int64_t>ceil(<double>eff / rate + row_time)
  *         dram = <int64_t>ceil(<double>eff / s.chip_bpc)
  *         l2_latency = 0             # <<<<<<<<<<<<<<
@@ -22927,7 +23295,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
   }
   __pyx_L6:;
 
-  /* "pypto/sim/_engine.pyx":334
+  /* "pypto/sim/_engine.pyx":400
  *         dram = <int64_t>ceil(<double>eff / s.chip_bpc)
  *         l2_latency = 0
  *     s.server_free = imax(start, s.server_free) + dram             # <<<<<<<<<<<<<<
@@ -22936,7 +23304,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
   __pyx_v_s->server_free = (__pyx_f_5pypto_3sim_7_engine_imax(__pyx_v_start, __pyx_v_s->server_free) + __pyx_v_dram);
 
-  /* "pypto/sim/_engine.pyx":335
+  /* "pypto/sim/_engine.pyx":401
  *         l2_latency = 0
  *     s.server_free = imax(start, s.server_free) + dram
  *     done = imax(start + occupy, s.server_free)             # <<<<<<<<<<<<<<
@@ -22945,7 +23313,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
   __pyx_v_done = __pyx_f_5pypto_3sim_7_engine_imax((__pyx_v_start + __pyx_v_occupy), __pyx_v_s->server_free);
 
-  /* "pypto/sim/_engine.pyx":336
+  /* "pypto/sim/_engine.pyx":402
  *     s.server_free = imax(start, s.server_free) + dram
  *     done = imax(start + occupy, s.server_free)
  *     free_at[0] = done             # <<<<<<<<<<<<<<
@@ -22954,7 +23322,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
   (__pyx_v_free_at[0]) = __pyx_v_done;
 
-  /* "pypto/sim/_engine.pyx":337
+  /* "pypto/sim/_engine.pyx":403
  *     done = imax(start + occupy, s.server_free)
  *     free_at[0] = done
  *     complete[0] = done + s.path_latency[pi] + l2_latency             # <<<<<<<<<<<<<<
@@ -22963,7 +23331,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 */
   (__pyx_v_complete[0]) = ((__pyx_v_done + (__pyx_v_s->path_latency[__pyx_v_pi])) + __pyx_v_l2_latency);
 
-  /* "pypto/sim/_engine.pyx":298
+  /* "pypto/sim/_engine.pyx":363
  * 
  * 
  * cdef inline void copy_cycles(Sim* s, const Instr* r, int64_t start, int64_t* free_at,             # <<<<<<<<<<<<<<
@@ -22999,7 +23367,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_copy_cycles(struct __pyx_
 
 }
 
-/* "pypto/sim/_engine.pyx":342
+/* "pypto/sim/_engine.pyx":408
  * # -- the check and flag-matching pass -------------------------------------------------------
  * 
  * cdef double cost_bound(Sim* s, const Instr* r, int kind) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -23034,7 +23402,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
   uint8_t __pyx_t_6;
   int64_t __pyx_t_7;
 
-  /* "pypto/sim/_engine.pyx":349
+  /* "pypto/sim/_engine.pyx":415
  *     cdef double x, eff, lines, slowest
  *     cdef int pi
  *     if kind == K_MMAD:             # <<<<<<<<<<<<<<
@@ -23046,7 +23414,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
   if (__pyx_t_1) {
 
 
-    /* "pypto/sim/_engine.pyx":350
+    /* "pypto/sim/_engine.pyx":416
  *     cdef int pi
  *     if kind == K_MMAD:
  *         f = s.fractal + 4 * r.sdtype             # <<<<<<<<<<<<<<
@@ -23055,7 +23423,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
     __pyx_v_f = (__pyx_v_s->fractal + (4 * __pyx_v_r->sdtype));
 
-    /* "pypto/sim/_engine.pyx":351
+    /* "pypto/sim/_engine.pyx":417
  *     if kind == K_MMAD:
  *         f = s.fractal + 4 * r.sdtype
  *         if f[0] <= 0:             # <<<<<<<<<<<<<<
@@ -23067,7 +23435,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
     if (__pyx_t_1) {
 
 
-      /* "pypto/sim/_engine.pyx":352
+      /* "pypto/sim/_engine.pyx":418
  *         f = s.fractal + 4 * r.sdtype
  *         if f[0] <= 0:
  *             return -1             # <<<<<<<<<<<<<<
@@ -23080,7 +23448,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
       }
       goto __pyx_L0;
 
-      /* "pypto/sim/_engine.pyx":351
+      /* "pypto/sim/_engine.pyx":417
  *     if kind == K_MMAD:
  *         f = s.fractal + 4 * r.sdtype
  *         if f[0] <= 0:             # <<<<<<<<<<<<<<
@@ -23089,7 +23457,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
     }
 
-    /* "pypto/sim/_engine.pyx":354
+    /* "pypto/sim/_engine.pyx":420
  *             return -1
  *         x = (fabs(<double>ceildiv(r.a_rows, f[0])) * fabs(<double>ceildiv(r.b_cols, f[2]))
  *              * fabs(<double>ceildiv(r.a_cols, f[1])) * f[3] + s.cube_overhead)             # <<<<<<<<<<<<<<
@@ -23098,7 +23466,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
     __pyx_v_x = ((((fabs(((double)__pyx_f_5pypto_3sim_7_engine_ceildiv(__pyx_v_r->a_rows, (__pyx_v_f[0])))) * fabs(((double)__pyx_f_5pypto_3sim_7_engine_ceildiv(__pyx_v_r->b_cols, (__pyx_v_f[2]))))) * fabs(((double)__pyx_f_5pypto_3sim_7_engine_ceildiv(__pyx_v_r->a_cols, (__pyx_v_f[1]))))) * (__pyx_v_f[3])) + __pyx_v_s->cube_overhead);
 
-    /* "pypto/sim/_engine.pyx":355
+    /* "pypto/sim/_engine.pyx":421
  *         x = (fabs(<double>ceildiv(r.a_rows, f[0])) * fabs(<double>ceildiv(r.b_cols, f[2]))
  *              * fabs(<double>ceildiv(r.a_cols, f[1])) * f[3] + s.cube_overhead)
  *         return x if x < COST_LIMIT else -1             # <<<<<<<<<<<<<<
@@ -23120,7 +23488,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
     }
     goto __pyx_L0;
 
-    /* "pypto/sim/_engine.pyx":349
+    /* "pypto/sim/_engine.pyx":415
  *     cdef double x, eff, lines, slowest
  *     cdef int pi
  *     if kind == K_MMAD:             # <<<<<<<<<<<<<<
@@ -23129,7 +23497,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
   }
 
-  /* "pypto/sim/_engine.pyx":356
+  /* "pypto/sim/_engine.pyx":422
  *              * fabs(<double>ceildiv(r.a_cols, f[1])) * f[3] + s.cube_overhead)
  *         return x if x < COST_LIMIT else -1
  *     if kind == K_VECTOR or kind == K_REDUCE:             # <<<<<<<<<<<<<<
@@ -23140,7 +23508,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
     case __pyx_e_5pypto_3sim_7_engine_K_VECTOR:
     case __pyx_e_5pypto_3sim_7_engine_K_REDUCE:
 
-    /* "pypto/sim/_engine.pyx":357
+    /* "pypto/sim/_engine.pyx":423
  *         return x if x < COST_LIMIT else -1
  *     if kind == K_VECTOR or kind == K_REDUCE:
  *         if s.itemsize[r.dtype] <= 0 or s.itemsize[r.sdtype] <= 0 or s.vector_cost[r.op] <= 0:             # <<<<<<<<<<<<<<
@@ -23176,7 +23544,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
     if (__pyx_t_1) {
 
 
-      /* "pypto/sim/_engine.pyx":358
+      /* "pypto/sim/_engine.pyx":424
  *     if kind == K_VECTOR or kind == K_REDUCE:
  *         if s.itemsize[r.dtype] <= 0 or s.itemsize[r.sdtype] <= 0 or s.vector_cost[r.op] <= 0:
  *             return -1             # <<<<<<<<<<<<<<
@@ -23189,7 +23557,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
       }
       goto __pyx_L0;
 
-      /* "pypto/sim/_engine.pyx":357
+      /* "pypto/sim/_engine.pyx":423
  *         return x if x < COST_LIMIT else -1
  *     if kind == K_VECTOR or kind == K_REDUCE:
  *         if s.itemsize[r.dtype] <= 0 or s.itemsize[r.sdtype] <= 0 or s.vector_cost[r.op] <= 0:             # <<<<<<<<<<<<<<
@@ -23198,7 +23566,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
     }
 
-    /* "pypto/sim/_engine.pyx":359
+    /* "pypto/sim/_engine.pyx":425
  *         if s.itemsize[r.dtype] <= 0 or s.itemsize[r.sdtype] <= 0 or s.vector_cost[r.op] <= 0:
  *             return -1
  *         cols = r.a_cols if kind == K_REDUCE else r.d_cols             # <<<<<<<<<<<<<<
@@ -23217,7 +23585,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 
     __pyx_v_cols = __pyx_t_4;
 
-    /* "pypto/sim/_engine.pyx":360
+    /* "pypto/sim/_engine.pyx":426
  *             return -1
  *         cols = r.a_cols if kind == K_REDUCE else r.d_cols
  *         isz = imax(s.itemsize[r.dtype], s.itemsize[r.sdtype])             # <<<<<<<<<<<<<<
@@ -23226,7 +23594,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
     __pyx_v_isz = __pyx_f_5pypto_3sim_7_engine_imax((__pyx_v_s->itemsize[__pyx_v_r->dtype]), (__pyx_v_s->itemsize[__pyx_v_r->sdtype]));
 
-    /* "pypto/sim/_engine.pyx":361
+    /* "pypto/sim/_engine.pyx":427
  *         cols = r.a_cols if kind == K_REDUCE else r.d_cols
  *         isz = imax(s.itemsize[r.dtype], s.itemsize[r.sdtype])
  *         x = fabs(<double>r.d_rows) * fabs(<double>cols) * isz             # <<<<<<<<<<<<<<
@@ -23235,7 +23603,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
     __pyx_v_x = ((fabs(((double)__pyx_v_r->d_rows)) * fabs(((double)__pyx_v_cols))) * __pyx_v_isz);
 
-    /* "pypto/sim/_engine.pyx":362
+    /* "pypto/sim/_engine.pyx":428
  *         isz = imax(s.itemsize[r.dtype], s.itemsize[r.sdtype])
  *         x = fabs(<double>r.d_rows) * fabs(<double>cols) * isz
  *         if x >= COST_LIMIT:             # <<<<<<<<<<<<<<
@@ -23247,7 +23615,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
     if (__pyx_t_1) {
 
 
-      /* "pypto/sim/_engine.pyx":363
+      /* "pypto/sim/_engine.pyx":429
  *         x = fabs(<double>r.d_rows) * fabs(<double>cols) * isz
  *         if x >= COST_LIMIT:
  *             return -1             # <<<<<<<<<<<<<<
@@ -23260,7 +23628,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
       }
       goto __pyx_L0;
 
-      /* "pypto/sim/_engine.pyx":362
+      /* "pypto/sim/_engine.pyx":428
  *         isz = imax(s.itemsize[r.dtype], s.itemsize[r.sdtype])
  *         x = fabs(<double>r.d_rows) * fabs(<double>cols) * isz
  *         if x >= COST_LIMIT:             # <<<<<<<<<<<<<<
@@ -23269,7 +23637,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
     }
 
-    /* "pypto/sim/_engine.pyx":364
+    /* "pypto/sim/_engine.pyx":430
  *         if x >= COST_LIMIT:
  *             return -1
  *         x = x * s.vector_cost[r.op] / s.vector_bpc + s.vector_overhead + 1             # <<<<<<<<<<<<<<
@@ -23278,7 +23646,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
     __pyx_v_x = ((((__pyx_v_x * (__pyx_v_s->vector_cost[__pyx_v_r->op])) / __pyx_v_s->vector_bpc) + __pyx_v_s->vector_overhead) + 1.0);
 
-    /* "pypto/sim/_engine.pyx":365
+    /* "pypto/sim/_engine.pyx":431
  *             return -1
  *         x = x * s.vector_cost[r.op] / s.vector_bpc + s.vector_overhead + 1
  *         return x if x < COST_LIMIT else -1             # <<<<<<<<<<<<<<
@@ -23300,7 +23668,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
     }
     goto __pyx_L0;
 
-    /* "pypto/sim/_engine.pyx":356
+    /* "pypto/sim/_engine.pyx":422
  *              * fabs(<double>ceildiv(r.a_cols, f[1])) * f[3] + s.cube_overhead)
  *         return x if x < COST_LIMIT else -1
  *     if kind == K_VECTOR or kind == K_REDUCE:             # <<<<<<<<<<<<<<
@@ -23311,7 +23679,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
     default: break;
   }
 
-  /* "pypto/sim/_engine.pyx":366
+  /* "pypto/sim/_engine.pyx":432
  *         x = x * s.vector_cost[r.op] / s.vector_bpc + s.vector_overhead + 1
  *         return x if x < COST_LIMIT else -1
  *     if kind != K_COPY:             # <<<<<<<<<<<<<<
@@ -23323,7 +23691,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
   if (__pyx_t_1) {
 
 
-    /* "pypto/sim/_engine.pyx":367
+    /* "pypto/sim/_engine.pyx":433
  *         return x if x < COST_LIMIT else -1
  *     if kind != K_COPY:
  *         return 2             # <<<<<<<<<<<<<<
@@ -23336,7 +23704,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
     }
     goto __pyx_L0;
 
-    /* "pypto/sim/_engine.pyx":366
+    /* "pypto/sim/_engine.pyx":432
  *         x = x * s.vector_cost[r.op] / s.vector_bpc + s.vector_overhead + 1
  *         return x if x < COST_LIMIT else -1
  *     if kind != K_COPY:             # <<<<<<<<<<<<<<
@@ -23345,7 +23713,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
   }
 
-  /* "pypto/sim/_engine.pyx":368
+  /* "pypto/sim/_engine.pyx":434
  *     if kind != K_COPY:
  *         return 2
  *     src, dst = r.a_mem, r.d_mem             # <<<<<<<<<<<<<<
@@ -23359,7 +23727,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
   __pyx_v_src = __pyx_t_5;
   __pyx_v_dst = __pyx_t_6;
 
-  /* "pypto/sim/_engine.pyx":369
+  /* "pypto/sim/_engine.pyx":435
  *         return 2
  *     src, dst = r.a_mem, r.d_mem
  *     if src >= NMEMS or dst >= NMEMS or not s.path_ok[src * NMEMS + dst]:             # <<<<<<<<<<<<<<
@@ -23395,7 +23763,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
   if (__pyx_t_1) {
 
 
-    /* "pypto/sim/_engine.pyx":370
+    /* "pypto/sim/_engine.pyx":436
  *     src, dst = r.a_mem, r.d_mem
  *     if src >= NMEMS or dst >= NMEMS or not s.path_ok[src * NMEMS + dst]:
  *         return -1             # <<<<<<<<<<<<<<
@@ -23408,7 +23776,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
     }
     goto __pyx_L0;
 
-    /* "pypto/sim/_engine.pyx":369
+    /* "pypto/sim/_engine.pyx":435
  *         return 2
  *     src, dst = r.a_mem, r.d_mem
  *     if src >= NMEMS or dst >= NMEMS or not s.path_ok[src * NMEMS + dst]:             # <<<<<<<<<<<<<<
@@ -23417,7 +23785,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
   }
 
-  /* "pypto/sim/_engine.pyx":371
+  /* "pypto/sim/_engine.pyx":437
  *     if src >= NMEMS or dst >= NMEMS or not s.path_ok[src * NMEMS + dst]:
  *         return -1
  *     pi = src * NMEMS + dst             # <<<<<<<<<<<<<<
@@ -23426,7 +23794,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
   __pyx_v_pi = ((__pyx_v_src * __pyx_e_5pypto_3sim_7_engine_NMEMS) + __pyx_v_dst);
 
-  /* "pypto/sim/_engine.pyx":372
+  /* "pypto/sim/_engine.pyx":438
  *         return -1
  *     pi = src * NMEMS + dst
  *     isz = s.itemsize[r.sdtype]             # <<<<<<<<<<<<<<
@@ -23435,7 +23803,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
   __pyx_v_isz = (__pyx_v_s->itemsize[__pyx_v_r->sdtype]);
 
-  /* "pypto/sim/_engine.pyx":373
+  /* "pypto/sim/_engine.pyx":439
  *     pi = src * NMEMS + dst
  *     isz = s.itemsize[r.sdtype]
  *     if isz <= 0:             # <<<<<<<<<<<<<<
@@ -23447,7 +23815,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
   if (__pyx_t_1) {
 
 
-    /* "pypto/sim/_engine.pyx":374
+    /* "pypto/sim/_engine.pyx":440
  *     isz = s.itemsize[r.sdtype]
  *     if isz <= 0:
  *         return -1             # <<<<<<<<<<<<<<
@@ -23460,7 +23828,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
     }
     goto __pyx_L0;
 
-    /* "pypto/sim/_engine.pyx":373
+    /* "pypto/sim/_engine.pyx":439
  *     pi = src * NMEMS + dst
  *     isz = s.itemsize[r.sdtype]
  *     if isz <= 0:             # <<<<<<<<<<<<<<
@@ -23469,7 +23837,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
   }
 
-  /* "pypto/sim/_engine.pyx":375
+  /* "pypto/sim/_engine.pyx":441
  *     if isz <= 0:
  *         return -1
  *     copy_shape(r, &rows, &cols, &rs, &cs)             # <<<<<<<<<<<<<<
@@ -23478,7 +23846,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
   __pyx_f_5pypto_3sim_7_engine_copy_shape(__pyx_v_r, (&__pyx_v_rows), (&__pyx_v_cols), (&__pyx_v_rs), (&__pyx_v_cs));
 
-  /* "pypto/sim/_engine.pyx":376
+  /* "pypto/sim/_engine.pyx":442
  *         return -1
  *     copy_shape(r, &rows, &cols, &rs, &cs)
  *     if not (0 <= rows <= DIM_LIMIT and 0 <= cols <= DIM_LIMIT):             # <<<<<<<<<<<<<<
@@ -23511,7 +23879,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
   if (__pyx_t_3) {
 
 
-    /* "pypto/sim/_engine.pyx":377
+    /* "pypto/sim/_engine.pyx":443
  *     copy_shape(r, &rows, &cols, &rs, &cs)
  *     if not (0 <= rows <= DIM_LIMIT and 0 <= cols <= DIM_LIMIT):
  *         return -1             # <<<<<<<<<<<<<<
@@ -23524,7 +23892,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
     }
     goto __pyx_L0;
 
-    /* "pypto/sim/_engine.pyx":376
+    /* "pypto/sim/_engine.pyx":442
  *         return -1
  *     copy_shape(r, &rows, &cols, &rs, &cs)
  *     if not (0 <= rows <= DIM_LIMIT and 0 <= cols <= DIM_LIMIT):             # <<<<<<<<<<<<<<
@@ -23533,7 +23901,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
   }
 
-  /* "pypto/sim/_engine.pyx":378
+  /* "pypto/sim/_engine.pyx":444
  *     if not (0 <= rows <= DIM_LIMIT and 0 <= cols <= DIM_LIMIT):
  *         return -1
  *     if not (-STRIDE_LIMIT <= rs <= STRIDE_LIMIT and -STRIDE_LIMIT <= cs <= STRIDE_LIMIT):             # <<<<<<<<<<<<<<
@@ -23566,7 +23934,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
   if (__pyx_t_1) {
 
 
-    /* "pypto/sim/_engine.pyx":379
+    /* "pypto/sim/_engine.pyx":445
  *         return -1
  *     if not (-STRIDE_LIMIT <= rs <= STRIDE_LIMIT and -STRIDE_LIMIT <= cs <= STRIDE_LIMIT):
  *         return -1             # <<<<<<<<<<<<<<
@@ -23579,7 +23947,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
     }
     goto __pyx_L0;
 
-    /* "pypto/sim/_engine.pyx":378
+    /* "pypto/sim/_engine.pyx":444
  *     if not (0 <= rows <= DIM_LIMIT and 0 <= cols <= DIM_LIMIT):
  *         return -1
  *     if not (-STRIDE_LIMIT <= rs <= STRIDE_LIMIT and -STRIDE_LIMIT <= cs <= STRIDE_LIMIT):             # <<<<<<<<<<<<<<
@@ -23588,7 +23956,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
   }
 
-  /* "pypto/sim/_engine.pyx":380
+  /* "pypto/sim/_engine.pyx":446
  *     if not (-STRIDE_LIMIT <= rs <= STRIDE_LIMIT and -STRIDE_LIMIT <= cs <= STRIDE_LIMIT):
  *         return -1
  *     burst(rows, cols, rs, cs, isz, &run, &runs)             # <<<<<<<<<<<<<<
@@ -23597,7 +23965,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
   __pyx_f_5pypto_3sim_7_engine_burst(__pyx_v_rows, __pyx_v_cols, __pyx_v_rs, __pyx_v_cs, __pyx_v_isz, (&__pyx_v_run), (&__pyx_v_runs));
 
-  /* "pypto/sim/_engine.pyx":381
+  /* "pypto/sim/_engine.pyx":447
  *         return -1
  *     burst(rows, cols, rs, cs, isz, &run, &runs)
  *     eff = <double>imax(run, s.path_min_burst[pi]) * <double>runs             # <<<<<<<<<<<<<<
@@ -23606,7 +23974,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
   __pyx_v_eff = (((double)__pyx_f_5pypto_3sim_7_engine_imax(__pyx_v_run, (__pyx_v_s->path_min_burst[__pyx_v_pi]))) * ((double)__pyx_v_runs));
 
-  /* "pypto/sim/_engine.pyx":382
+  /* "pypto/sim/_engine.pyx":448
  *     burst(rows, cols, rs, cs, isz, &run, &runs)
  *     eff = <double>imax(run, s.path_min_burst[pi]) * <double>runs
  *     if src == MEM_GM or dst == MEM_GM:             # <<<<<<<<<<<<<<
@@ -23632,7 +24000,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
   if (__pyx_t_1) {
 
 
-    /* "pypto/sim/_engine.pyx":383
+    /* "pypto/sim/_engine.pyx":449
  *     eff = <double>imax(run, s.path_min_burst[pi]) * <double>runs
  *     if src == MEM_GM or dst == MEM_GM:
  *         if rows < 1 or cols < 1:             # <<<<<<<<<<<<<<
@@ -23658,7 +24026,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
     if (__pyx_t_1) {
 
 
-      /* "pypto/sim/_engine.pyx":384
+      /* "pypto/sim/_engine.pyx":450
  *     if src == MEM_GM or dst == MEM_GM:
  *         if rows < 1 or cols < 1:
  *             return -1   # no lines: the reference divides by zero             # <<<<<<<<<<<<<<
@@ -23671,7 +24039,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
       }
       goto __pyx_L0;
 
-      /* "pypto/sim/_engine.pyx":383
+      /* "pypto/sim/_engine.pyx":449
  *     eff = <double>imax(run, s.path_min_burst[pi]) * <double>runs
  *     if src == MEM_GM or dst == MEM_GM:
  *         if rows < 1 or cols < 1:             # <<<<<<<<<<<<<<
@@ -23680,7 +24048,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
     }
 
-    /* "pypto/sim/_engine.pyx":385
+    /* "pypto/sim/_engine.pyx":451
  *         if rows < 1 or cols < 1:
  *             return -1   # no lines: the reference divides by zero
  *         gm = r.gm if r.gm >= 0 else r.gm + s.nsym             # <<<<<<<<<<<<<<
@@ -23699,7 +24067,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 
     __pyx_v_gm = __pyx_t_7;
 
-    /* "pypto/sim/_engine.pyx":386
+    /* "pypto/sim/_engine.pyx":452
  *             return -1   # no lines: the reference divides by zero
  *         gm = r.gm if r.gm >= 0 else r.gm + s.nsym
  *         addr = r.a_addr if src == MEM_GM else r.d_addr             # <<<<<<<<<<<<<<
@@ -23718,7 +24086,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 
     __pyx_v_addr = __pyx_t_7;
 
-    /* "pypto/sim/_engine.pyx":387
+    /* "pypto/sim/_engine.pyx":453
  *         gm = r.gm if r.gm >= 0 else r.gm + s.nsym
  *         addr = r.a_addr if src == MEM_GM else r.d_addr
  *         if not (0 <= gm < s.nsym and -ADDR_LIMIT <= addr <= ADDR_LIMIT):             # <<<<<<<<<<<<<<
@@ -23751,7 +24119,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
     if (__pyx_t_3) {
 
 
-      /* "pypto/sim/_engine.pyx":388
+      /* "pypto/sim/_engine.pyx":454
  *         addr = r.a_addr if src == MEM_GM else r.d_addr
  *         if not (0 <= gm < s.nsym and -ADDR_LIMIT <= addr <= ADDR_LIMIT):
  *             return -1             # <<<<<<<<<<<<<<
@@ -23764,7 +24132,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
       }
       goto __pyx_L0;
 
-      /* "pypto/sim/_engine.pyx":387
+      /* "pypto/sim/_engine.pyx":453
  *         gm = r.gm if r.gm >= 0 else r.gm + s.nsym
  *         addr = r.a_addr if src == MEM_GM else r.d_addr
  *         if not (0 <= gm < s.nsym and -ADDR_LIMIT <= addr <= ADDR_LIMIT):             # <<<<<<<<<<<<<<
@@ -23773,7 +24141,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
     }
 
-    /* "pypto/sim/_engine.pyx":389
+    /* "pypto/sim/_engine.pyx":455
  *         if not (0 <= gm < s.nsym and -ADDR_LIMIT <= addr <= ADDR_LIMIT):
  *             return -1
  *         lines = <double>rows * <double>cols * isz + 2.0 * rows + 2.0             # <<<<<<<<<<<<<<
@@ -23782,7 +24150,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
     __pyx_v_lines = ((((((double)__pyx_v_rows) * ((double)__pyx_v_cols)) * __pyx_v_isz) + (2.0 * __pyx_v_rows)) + 2.0);
 
-    /* "pypto/sim/_engine.pyx":390
+    /* "pypto/sim/_engine.pyx":456
  *             return -1
  *         lines = <double>rows * <double>cols * isz + 2.0 * rows + 2.0
  *         if eff * lines >= EXACT_LIMIT:             # <<<<<<<<<<<<<<
@@ -23794,7 +24162,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
     if (__pyx_t_3) {
 
 
-      /* "pypto/sim/_engine.pyx":391
+      /* "pypto/sim/_engine.pyx":457
  *         lines = <double>rows * <double>cols * isz + 2.0 * rows + 2.0
  *         if eff * lines >= EXACT_LIMIT:
  *             return -1             # <<<<<<<<<<<<<<
@@ -23807,7 +24175,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
       }
       goto __pyx_L0;
 
-      /* "pypto/sim/_engine.pyx":390
+      /* "pypto/sim/_engine.pyx":456
  *             return -1
  *         lines = <double>rows * <double>cols * isz + 2.0 * rows + 2.0
  *         if eff * lines >= EXACT_LIMIT:             # <<<<<<<<<<<<<<
@@ -23816,7 +24184,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
     }
 
-    /* "pypto/sim/_engine.pyx":382
+    /* "pypto/sim/_engine.pyx":448
  *     burst(rows, cols, rs, cs, isz, &run, &runs)
  *     eff = <double>imax(run, s.path_min_burst[pi]) * <double>runs
  *     if src == MEM_GM or dst == MEM_GM:             # <<<<<<<<<<<<<<
@@ -23825,7 +24193,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
   }
 
-  /* "pypto/sim/_engine.pyx":392
+  /* "pypto/sim/_engine.pyx":458
  *         if eff * lines >= EXACT_LIMIT:
  *             return -1
  *     slowest = s.path_rate[pi]             # <<<<<<<<<<<<<<
@@ -23834,7 +24202,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
   __pyx_v_slowest = (__pyx_v_s->path_rate[__pyx_v_pi]);
 
-  /* "pypto/sim/_engine.pyx":393
+  /* "pypto/sim/_engine.pyx":459
  *             return -1
  *     slowest = s.path_rate[pi]
  *     if s.l2_read_bpc < slowest:             # <<<<<<<<<<<<<<
@@ -23846,7 +24214,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
   if (__pyx_t_3) {
 
 
-    /* "pypto/sim/_engine.pyx":394
+    /* "pypto/sim/_engine.pyx":460
  *     slowest = s.path_rate[pi]
  *     if s.l2_read_bpc < slowest:
  *         slowest = s.l2_read_bpc             # <<<<<<<<<<<<<<
@@ -23857,7 +24225,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 
     __pyx_v_slowest = __pyx_t_2;
 
-    /* "pypto/sim/_engine.pyx":393
+    /* "pypto/sim/_engine.pyx":459
  *             return -1
  *     slowest = s.path_rate[pi]
  *     if s.l2_read_bpc < slowest:             # <<<<<<<<<<<<<<
@@ -23866,7 +24234,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
   }
 
-  /* "pypto/sim/_engine.pyx":395
+  /* "pypto/sim/_engine.pyx":461
  *     if s.l2_read_bpc < slowest:
  *         slowest = s.l2_read_bpc
  *     if s.chip_bpc < slowest:             # <<<<<<<<<<<<<<
@@ -23878,7 +24246,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
   if (__pyx_t_3) {
 
 
-    /* "pypto/sim/_engine.pyx":396
+    /* "pypto/sim/_engine.pyx":462
  *         slowest = s.l2_read_bpc
  *     if s.chip_bpc < slowest:
  *         slowest = s.chip_bpc             # <<<<<<<<<<<<<<
@@ -23889,7 +24257,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 
     __pyx_v_slowest = __pyx_t_2;
 
-    /* "pypto/sim/_engine.pyx":395
+    /* "pypto/sim/_engine.pyx":461
  *     if s.l2_read_bpc < slowest:
  *         slowest = s.l2_read_bpc
  *     if s.chip_bpc < slowest:             # <<<<<<<<<<<<<<
@@ -23898,7 +24266,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
   }
 
-  /* "pypto/sim/_engine.pyx":398
+  /* "pypto/sim/_engine.pyx":464
  *         slowest = s.chip_bpc
  *     x = (2.0 * eff / slowest + rows * s.path_row_cycles[pi] + s.path_latency[pi]
  *          + s.hit_latency + s.miss_latency + 4)             # <<<<<<<<<<<<<<
@@ -23907,7 +24275,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
 */
   __pyx_v_x = (((((((2.0 * __pyx_v_eff) / __pyx_v_slowest) + (__pyx_v_rows * (__pyx_v_s->path_row_cycles[__pyx_v_pi]))) + (__pyx_v_s->path_latency[__pyx_v_pi])) + __pyx_v_s->hit_latency) + __pyx_v_s->miss_latency) + 4.0);
 
-  /* "pypto/sim/_engine.pyx":399
+  /* "pypto/sim/_engine.pyx":465
  *     x = (2.0 * eff / slowest + rows * s.path_row_cycles[pi] + s.path_latency[pi]
  *          + s.hit_latency + s.miss_latency + 4)
  *     return x if x < COST_LIMIT else -1             # <<<<<<<<<<<<<<
@@ -23929,7 +24297,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
   }
   goto __pyx_L0;
 
-  /* "pypto/sim/_engine.pyx":342
+  /* "pypto/sim/_engine.pyx":408
  * # -- the check and flag-matching pass -------------------------------------------------------
  * 
  * cdef double cost_bound(Sim* s, const Instr* r, int kind) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -23959,7 +24327,7 @@ static double __pyx_f_5pypto_3sim_7_engine_cost_bound(struct __pyx_t_5pypto_3sim
   return __pyx_r;
 }
 
-/* "pypto/sim/_engine.pyx":402
+/* "pypto/sim/_engine.pyx":468
  * 
  * 
  * cdef int64_t prepare(Sim* s, const Instr** code, const int64_t* length, const int64_t* offset,             # <<<<<<<<<<<<<<
@@ -23987,7 +24355,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
   int __pyx_t_7;
   int __pyx_t_8;
 
-  /* "pypto/sim/_engine.pyx":409
+  /* "pypto/sim/_engine.pyx":475
  *     takes the k-th set, if that comes earlier in program order) or -1: a deadlock.
  *     Returns the index of the first instruction outside the exact domain, or -1."""
  *     cdef int64_t c, i, g, key, budget_at = -1             # <<<<<<<<<<<<<<
@@ -23996,7 +24364,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
 */
   __pyx_v_budget_at = -1L;
 
-  /* "pypto/sim/_engine.pyx":412
+  /* "pypto/sim/_engine.pyx":478
  *     cdef const Instr* r
  *     cdef int kind
  *     cdef double bound, budget = 0             # <<<<<<<<<<<<<<
@@ -24005,7 +24373,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
 */
   __pyx_v_budget = 0.0;
 
-  /* "pypto/sim/_engine.pyx":413
+  /* "pypto/sim/_engine.pyx":479
  *     cdef int kind
  *     cdef double bound, budget = 0
  *     for c in range(ncores):             # <<<<<<<<<<<<<<
@@ -24019,7 +24387,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
   for (__pyx_t_3 = 0; __pyx_t_3 < __pyx_t_2; __pyx_t_3+=1) {
     __pyx_v_c = __pyx_t_3;
 
-    /* "pypto/sim/_engine.pyx":414
+    /* "pypto/sim/_engine.pyx":480
  *     cdef double bound, budget = 0
  *     for c in range(ncores):
  *         for i in range(length[c]):             # <<<<<<<<<<<<<<
@@ -24033,7 +24401,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
     for (__pyx_t_6 = 0; __pyx_t_6 < __pyx_t_5; __pyx_t_6+=1) {
       __pyx_v_i = __pyx_t_6;
 
-      /* "pypto/sim/_engine.pyx":415
+      /* "pypto/sim/_engine.pyx":481
  *     for c in range(ncores):
  *         for i in range(length[c]):
  *             r = code[c] + i             # <<<<<<<<<<<<<<
@@ -24042,7 +24410,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
 */
       __pyx_v_r = ((__pyx_v_code[__pyx_v_c]) + __pyx_v_i);
 
-      /* "pypto/sim/_engine.pyx":416
+      /* "pypto/sim/_engine.pyx":482
  *         for i in range(length[c]):
  *             r = code[c] + i
  *             g = offset[c] + i             # <<<<<<<<<<<<<<
@@ -24051,7 +24419,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
 */
       __pyx_v_g = ((__pyx_v_offset[__pyx_v_c]) + __pyx_v_i);
 
-      /* "pypto/sim/_engine.pyx":417
+      /* "pypto/sim/_engine.pyx":483
  *             r = code[c] + i
  *             g = offset[c] + i
  *             kind = s.kind[r.op]             # <<<<<<<<<<<<<<
@@ -24060,7 +24428,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
 */
       __pyx_v_kind = (__pyx_v_s->kind[__pyx_v_r->op]);
 
-      /* "pypto/sim/_engine.pyx":418
+      /* "pypto/sim/_engine.pyx":484
  *             g = offset[c] + i
  *             kind = s.kind[r.op]
  *             if kind == K_INVALID or r.pipe >= NPIPES:             # <<<<<<<<<<<<<<
@@ -24086,7 +24454,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
       if (__pyx_t_7) {
 
 
-        /* "pypto/sim/_engine.pyx":419
+        /* "pypto/sim/_engine.pyx":485
  *             kind = s.kind[r.op]
  *             if kind == K_INVALID or r.pipe >= NPIPES:
  *                 return g             # <<<<<<<<<<<<<<
@@ -24099,7 +24467,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
         }
         goto __pyx_L0;
 
-        /* "pypto/sim/_engine.pyx":418
+        /* "pypto/sim/_engine.pyx":484
  *             g = offset[c] + i
  *             kind = s.kind[r.op]
  *             if kind == K_INVALID or r.pipe >= NPIPES:             # <<<<<<<<<<<<<<
@@ -24108,7 +24476,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
 */
       }
 
-      /* "pypto/sim/_engine.pyx":420
+      /* "pypto/sim/_engine.pyx":486
  *             if kind == K_INVALID or r.pipe >= NPIPES:
  *                 return g
  *             if kind == K_SET or kind == K_WAIT:             # <<<<<<<<<<<<<<
@@ -24119,7 +24487,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
         case __pyx_e_5pypto_3sim_7_engine_K_SET:
         case __pyx_e_5pypto_3sim_7_engine_K_WAIT:
 
-        /* "pypto/sim/_engine.pyx":421
+        /* "pypto/sim/_engine.pyx":487
  *                 return g
  *             if kind == K_SET or kind == K_WAIT:
  *                 if r.pipe2 >= NPIPES:             # <<<<<<<<<<<<<<
@@ -24131,7 +24499,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
         if (__pyx_t_7) {
 
 
-          /* "pypto/sim/_engine.pyx":422
+          /* "pypto/sim/_engine.pyx":488
  *             if kind == K_SET or kind == K_WAIT:
  *                 if r.pipe2 >= NPIPES:
  *                     return g             # <<<<<<<<<<<<<<
@@ -24144,7 +24512,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
           }
           goto __pyx_L0;
 
-          /* "pypto/sim/_engine.pyx":421
+          /* "pypto/sim/_engine.pyx":487
  *                 return g
  *             if kind == K_SET or kind == K_WAIT:
  *                 if r.pipe2 >= NPIPES:             # <<<<<<<<<<<<<<
@@ -24153,7 +24521,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
 */
         }
 
-        /* "pypto/sim/_engine.pyx":423
+        /* "pypto/sim/_engine.pyx":489
  *                 if r.pipe2 >= NPIPES:
  *                     return g
  *                 if kind == K_SET:             # <<<<<<<<<<<<<<
@@ -24165,7 +24533,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
         if (__pyx_t_7) {
 
 
-          /* "pypto/sim/_engine.pyx":424
+          /* "pypto/sim/_engine.pyx":490
  *                     return g
  *                 if kind == K_SET:
  *                     key = (r.pipe * NPIPES + r.pipe2) * 256 + <uint8_t>r.event             # <<<<<<<<<<<<<<
@@ -24174,7 +24542,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
 */
           __pyx_v_key = ((((__pyx_v_r->pipe * __pyx_e_5pypto_3sim_7_engine_NPIPES) + __pyx_v_r->pipe2) * 0x100) + ((uint8_t)__pyx_v_r->event));
 
-          /* "pypto/sim/_engine.pyx":423
+          /* "pypto/sim/_engine.pyx":489
  *                 if r.pipe2 >= NPIPES:
  *                     return g
  *                 if kind == K_SET:             # <<<<<<<<<<<<<<
@@ -24184,7 +24552,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
           goto __pyx_L11;
         }
 
-        /* "pypto/sim/_engine.pyx":426
+        /* "pypto/sim/_engine.pyx":492
  *                     key = (r.pipe * NPIPES + r.pipe2) * 256 + <uint8_t>r.event
  *                 else:
  *                     key = (r.pipe2 * NPIPES + r.pipe) * 256 + <uint8_t>r.event             # <<<<<<<<<<<<<<
@@ -24196,7 +24564,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
         }
         __pyx_L11:;
 
-        /* "pypto/sim/_engine.pyx":427
+        /* "pypto/sim/_engine.pyx":493
  *                 else:
  *                     key = (r.pipe2 * NPIPES + r.pipe) * 256 + <uint8_t>r.event
  *                 if owner[key] != c:         # first use of this key on this core             # <<<<<<<<<<<<<<
@@ -24208,7 +24576,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
         if (__pyx_t_7) {
 
 
-          /* "pypto/sim/_engine.pyx":428
+          /* "pypto/sim/_engine.pyx":494
  *                     key = (r.pipe2 * NPIPES + r.pipe) * 256 + <uint8_t>r.event
  *                 if owner[key] != c:         # first use of this key on this core
  *                     owner[key] = c             # <<<<<<<<<<<<<<
@@ -24217,7 +24585,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
 */
           (__pyx_v_owner[__pyx_v_key]) = __pyx_v_c;
 
-          /* "pypto/sim/_engine.pyx":429
+          /* "pypto/sim/_engine.pyx":495
  *                 if owner[key] != c:         # first use of this key on this core
  *                     owner[key] = c
  *                     head[key] = -1             # <<<<<<<<<<<<<<
@@ -24226,7 +24594,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
 */
           (__pyx_v_head[__pyx_v_key]) = -1L;
 
-          /* "pypto/sim/_engine.pyx":430
+          /* "pypto/sim/_engine.pyx":496
  *                     owner[key] = c
  *                     head[key] = -1
  *                     tail[key] = -1             # <<<<<<<<<<<<<<
@@ -24235,7 +24603,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
 */
           (__pyx_v_tail[__pyx_v_key]) = -1L;
 
-          /* "pypto/sim/_engine.pyx":427
+          /* "pypto/sim/_engine.pyx":493
  *                 else:
  *                     key = (r.pipe2 * NPIPES + r.pipe) * 256 + <uint8_t>r.event
  *                 if owner[key] != c:         # first use of this key on this core             # <<<<<<<<<<<<<<
@@ -24244,7 +24612,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
 */
         }
 
-        /* "pypto/sim/_engine.pyx":431
+        /* "pypto/sim/_engine.pyx":497
  *                     head[key] = -1
  *                     tail[key] = -1
  *                 if kind == K_SET:           # queue it (link chains a key's pending sets)             # <<<<<<<<<<<<<<
@@ -24256,7 +24624,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
         if (__pyx_t_7) {
 
 
-          /* "pypto/sim/_engine.pyx":432
+          /* "pypto/sim/_engine.pyx":498
  *                     tail[key] = -1
  *                 if kind == K_SET:           # queue it (link chains a key's pending sets)
  *                     link[g] = -1             # <<<<<<<<<<<<<<
@@ -24265,7 +24633,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
 */
           (__pyx_v_link[__pyx_v_g]) = -1L;
 
-          /* "pypto/sim/_engine.pyx":433
+          /* "pypto/sim/_engine.pyx":499
  *                 if kind == K_SET:           # queue it (link chains a key's pending sets)
  *                     link[g] = -1
  *                     if tail[key] >= 0:             # <<<<<<<<<<<<<<
@@ -24277,7 +24645,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
           if (__pyx_t_7) {
 
 
-            /* "pypto/sim/_engine.pyx":434
+            /* "pypto/sim/_engine.pyx":500
  *                     link[g] = -1
  *                     if tail[key] >= 0:
  *                         link[tail[key]] = g             # <<<<<<<<<<<<<<
@@ -24286,7 +24654,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
 */
             (__pyx_v_link[(__pyx_v_tail[__pyx_v_key])]) = __pyx_v_g;
 
-            /* "pypto/sim/_engine.pyx":433
+            /* "pypto/sim/_engine.pyx":499
  *                 if kind == K_SET:           # queue it (link chains a key's pending sets)
  *                     link[g] = -1
  *                     if tail[key] >= 0:             # <<<<<<<<<<<<<<
@@ -24296,7 +24664,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
             goto __pyx_L14;
           }
 
-          /* "pypto/sim/_engine.pyx":436
+          /* "pypto/sim/_engine.pyx":502
  *                         link[tail[key]] = g
  *                     else:
  *                         head[key] = g             # <<<<<<<<<<<<<<
@@ -24308,7 +24676,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
           }
           __pyx_L14:;
 
-          /* "pypto/sim/_engine.pyx":437
+          /* "pypto/sim/_engine.pyx":503
  *                     else:
  *                         head[key] = g
  *                     tail[key] = g             # <<<<<<<<<<<<<<
@@ -24317,7 +24685,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
 */
           (__pyx_v_tail[__pyx_v_key]) = __pyx_v_g;
 
-          /* "pypto/sim/_engine.pyx":431
+          /* "pypto/sim/_engine.pyx":497
  *                     head[key] = -1
  *                     tail[key] = -1
  *                 if kind == K_SET:           # queue it (link chains a key's pending sets)             # <<<<<<<<<<<<<<
@@ -24327,7 +24695,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
           goto __pyx_L13;
         }
 
-        /* "pypto/sim/_engine.pyx":439
+        /* "pypto/sim/_engine.pyx":505
  *                     tail[key] = g
  *                 else:                       # take the oldest pending set, if any
  *                     link[g] = head[key]             # <<<<<<<<<<<<<<
@@ -24337,7 +24705,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
         /*else*/ {
           (__pyx_v_link[__pyx_v_g]) = (__pyx_v_head[__pyx_v_key]);
 
-          /* "pypto/sim/_engine.pyx":440
+          /* "pypto/sim/_engine.pyx":506
  *                 else:                       # take the oldest pending set, if any
  *                     link[g] = head[key]
  *                     if head[key] >= 0:             # <<<<<<<<<<<<<<
@@ -24349,7 +24717,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
           if (__pyx_t_7) {
 
 
-            /* "pypto/sim/_engine.pyx":441
+            /* "pypto/sim/_engine.pyx":507
  *                     link[g] = head[key]
  *                     if head[key] >= 0:
  *                         head[key] = link[head[key]]             # <<<<<<<<<<<<<<
@@ -24358,7 +24726,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
 */
             (__pyx_v_head[__pyx_v_key]) = (__pyx_v_link[(__pyx_v_head[__pyx_v_key])]);
 
-            /* "pypto/sim/_engine.pyx":442
+            /* "pypto/sim/_engine.pyx":508
  *                     if head[key] >= 0:
  *                         head[key] = link[head[key]]
  *                         if head[key] < 0:             # <<<<<<<<<<<<<<
@@ -24370,7 +24738,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
             if (__pyx_t_7) {
 
 
-              /* "pypto/sim/_engine.pyx":443
+              /* "pypto/sim/_engine.pyx":509
  *                         head[key] = link[head[key]]
  *                         if head[key] < 0:
  *                             tail[key] = -1             # <<<<<<<<<<<<<<
@@ -24379,7 +24747,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
 */
               (__pyx_v_tail[__pyx_v_key]) = -1L;
 
-              /* "pypto/sim/_engine.pyx":442
+              /* "pypto/sim/_engine.pyx":508
  *                     if head[key] >= 0:
  *                         head[key] = link[head[key]]
  *                         if head[key] < 0:             # <<<<<<<<<<<<<<
@@ -24388,7 +24756,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
 */
             }
 
-            /* "pypto/sim/_engine.pyx":440
+            /* "pypto/sim/_engine.pyx":506
  *                 else:                       # take the oldest pending set, if any
  *                     link[g] = head[key]
  *                     if head[key] >= 0:             # <<<<<<<<<<<<<<
@@ -24399,7 +24767,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
         }
         __pyx_L13:;
 
-        /* "pypto/sim/_engine.pyx":444
+        /* "pypto/sim/_engine.pyx":510
  *                         if head[key] < 0:
  *                             tail[key] = -1
  *                 bound = 2             # <<<<<<<<<<<<<<
@@ -24408,7 +24776,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
 */
         __pyx_v_bound = 2.0;
 
-        /* "pypto/sim/_engine.pyx":420
+        /* "pypto/sim/_engine.pyx":486
  *             if kind == K_INVALID or r.pipe >= NPIPES:
  *                 return g
  *             if kind == K_SET or kind == K_WAIT:             # <<<<<<<<<<<<<<
@@ -24418,7 +24786,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
         break;
         default:
 
-        /* "pypto/sim/_engine.pyx":446
+        /* "pypto/sim/_engine.pyx":512
  *                 bound = 2
  *             else:
  *                 bound = cost_bound(s, r, kind)             # <<<<<<<<<<<<<<
@@ -24429,7 +24797,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
         break;
       }
 
-      /* "pypto/sim/_engine.pyx":447
+      /* "pypto/sim/_engine.pyx":513
  *             else:
  *                 bound = cost_bound(s, r, kind)
  *             if bound < 0:             # <<<<<<<<<<<<<<
@@ -24441,7 +24809,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
       if (__pyx_t_7) {
 
 
-        /* "pypto/sim/_engine.pyx":448
+        /* "pypto/sim/_engine.pyx":514
  *                 bound = cost_bound(s, r, kind)
  *             if bound < 0:
  *                 return g             # <<<<<<<<<<<<<<
@@ -24454,7 +24822,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
         }
         goto __pyx_L0;
 
-        /* "pypto/sim/_engine.pyx":447
+        /* "pypto/sim/_engine.pyx":513
  *             else:
  *                 bound = cost_bound(s, r, kind)
  *             if bound < 0:             # <<<<<<<<<<<<<<
@@ -24463,7 +24831,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
 */
       }
 
-      /* "pypto/sim/_engine.pyx":449
+      /* "pypto/sim/_engine.pyx":515
  *             if bound < 0:
  *                 return g
  *             budget += bound             # <<<<<<<<<<<<<<
@@ -24476,7 +24844,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
   }
 
 
-  /* "pypto/sim/_engine.pyx":450
+  /* "pypto/sim/_engine.pyx":516
  *                 return g
  *             budget += bound
  *     if budget >= BUDGET_LIMIT:             # <<<<<<<<<<<<<<
@@ -24488,7 +24856,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
   if (__pyx_t_7) {
 
 
-    /* "pypto/sim/_engine.pyx":451
+    /* "pypto/sim/_engine.pyx":517
  *             budget += bound
  *     if budget >= BUDGET_LIMIT:
  *         return 0             # <<<<<<<<<<<<<<
@@ -24501,7 +24869,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
     }
     goto __pyx_L0;
 
-    /* "pypto/sim/_engine.pyx":450
+    /* "pypto/sim/_engine.pyx":516
  *                 return g
  *             budget += bound
  *     if budget >= BUDGET_LIMIT:             # <<<<<<<<<<<<<<
@@ -24510,7 +24878,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
 */
   }
 
-  /* "pypto/sim/_engine.pyx":452
+  /* "pypto/sim/_engine.pyx":518
  *     if budget >= BUDGET_LIMIT:
  *         return 0
  *     return -1             # <<<<<<<<<<<<<<
@@ -24523,7 +24891,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
   }
   goto __pyx_L0;
 
-  /* "pypto/sim/_engine.pyx":402
+  /* "pypto/sim/_engine.pyx":468
  * 
  * 
  * cdef int64_t prepare(Sim* s, const Instr** code, const int64_t* length, const int64_t* offset,             # <<<<<<<<<<<<<<
@@ -24545,7 +24913,7 @@ static int64_t __pyx_f_5pypto_3sim_7_engine_prepare(struct __pyx_t_5pypto_3sim_7
   return __pyx_r;
 }
 
-/* "pypto/sim/_engine.pyx":457
+/* "pypto/sim/_engine.pyx":523
  * # -- the core-order heap: (next issue time, core), smallest first ---------------------------
  * 
  * cdef inline bint before(int64_t t1, int64_t c1, int64_t t2, int64_t c2) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -24558,7 +24926,7 @@ static CYTHON_INLINE int __pyx_f_5pypto_3sim_7_engine_before(int64_t __pyx_v_t1,
   int __pyx_t_1;
   int __pyx_t_2;
 
-  /* "pypto/sim/_engine.pyx":458
+  /* "pypto/sim/_engine.pyx":524
  * 
  * cdef inline bint before(int64_t t1, int64_t c1, int64_t t2, int64_t c2) noexcept nogil:
  *     return t1 < t2 or (t1 == t2 and c1 < c2)             # <<<<<<<<<<<<<<
@@ -24596,7 +24964,7 @@ static CYTHON_INLINE int __pyx_f_5pypto_3sim_7_engine_before(int64_t __pyx_v_t1,
   }
   goto __pyx_L0;
 
-  /* "pypto/sim/_engine.pyx":457
+  /* "pypto/sim/_engine.pyx":523
  * # -- the core-order heap: (next issue time, core), smallest first ---------------------------
  * 
  * cdef inline bint before(int64_t t1, int64_t c1, int64_t t2, int64_t c2) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -24609,7 +24977,7 @@ static CYTHON_INLINE int __pyx_f_5pypto_3sim_7_engine_before(int64_t __pyx_v_t1,
   return __pyx_r;
 }
 
-/* "pypto/sim/_engine.pyx":461
+/* "pypto/sim/_engine.pyx":527
  * 
  * 
  * cdef inline void sift_down(int64_t* ht, int64_t* hc, int64_t n, int64_t k) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -24625,7 +24993,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_sift_down(int64_t *__pyx_
   int __pyx_t_2;
 
 
-  /* "pypto/sim/_engine.pyx":462
+  /* "pypto/sim/_engine.pyx":528
  * 
  * cdef inline void sift_down(int64_t* ht, int64_t* hc, int64_t n, int64_t k) noexcept nogil:
  *     cdef int64_t t = ht[k], c = hc[k], child             # <<<<<<<<<<<<<<
@@ -24635,7 +25003,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_sift_down(int64_t *__pyx_
   __pyx_v_t = (__pyx_v_ht[__pyx_v_k]);
   __pyx_v_c = (__pyx_v_hc[__pyx_v_k]);
 
-  /* "pypto/sim/_engine.pyx":463
+  /* "pypto/sim/_engine.pyx":529
  * cdef inline void sift_down(int64_t* ht, int64_t* hc, int64_t n, int64_t k) noexcept nogil:
  *     cdef int64_t t = ht[k], c = hc[k], child
  *     while True:             # <<<<<<<<<<<<<<
@@ -24644,7 +25012,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_sift_down(int64_t *__pyx_
 */
   while (1) {
 
-    /* "pypto/sim/_engine.pyx":464
+    /* "pypto/sim/_engine.pyx":530
  *     cdef int64_t t = ht[k], c = hc[k], child
  *     while True:
  *         child = 2 * k + 1             # <<<<<<<<<<<<<<
@@ -24653,7 +25021,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_sift_down(int64_t *__pyx_
 */
     __pyx_v_child = ((2 * __pyx_v_k) + 1);
 
-    /* "pypto/sim/_engine.pyx":465
+    /* "pypto/sim/_engine.pyx":531
  *     while True:
  *         child = 2 * k + 1
  *         if child >= n:             # <<<<<<<<<<<<<<
@@ -24665,7 +25033,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_sift_down(int64_t *__pyx_
     if (__pyx_t_1) {
 
 
-      /* "pypto/sim/_engine.pyx":466
+      /* "pypto/sim/_engine.pyx":532
  *         child = 2 * k + 1
  *         if child >= n:
  *             break             # <<<<<<<<<<<<<<
@@ -24674,7 +25042,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_sift_down(int64_t *__pyx_
 */
       goto __pyx_L4_break;
 
-      /* "pypto/sim/_engine.pyx":465
+      /* "pypto/sim/_engine.pyx":531
  *     while True:
  *         child = 2 * k + 1
  *         if child >= n:             # <<<<<<<<<<<<<<
@@ -24683,7 +25051,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_sift_down(int64_t *__pyx_
 */
     }
 
-    /* "pypto/sim/_engine.pyx":467
+    /* "pypto/sim/_engine.pyx":533
  *         if child >= n:
  *             break
  *         if child + 1 < n and before(ht[child + 1], hc[child + 1], ht[child], hc[child]):             # <<<<<<<<<<<<<<
@@ -24709,7 +25077,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_sift_down(int64_t *__pyx_
     if (__pyx_t_1) {
 
 
-      /* "pypto/sim/_engine.pyx":468
+      /* "pypto/sim/_engine.pyx":534
  *             break
  *         if child + 1 < n and before(ht[child + 1], hc[child + 1], ht[child], hc[child]):
  *             child += 1             # <<<<<<<<<<<<<<
@@ -24718,7 +25086,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_sift_down(int64_t *__pyx_
 */
       __pyx_v_child = (__pyx_v_child + 1);
 
-      /* "pypto/sim/_engine.pyx":467
+      /* "pypto/sim/_engine.pyx":533
  *         if child >= n:
  *             break
  *         if child + 1 < n and before(ht[child + 1], hc[child + 1], ht[child], hc[child]):             # <<<<<<<<<<<<<<
@@ -24727,7 +25095,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_sift_down(int64_t *__pyx_
 */
     }
 
-    /* "pypto/sim/_engine.pyx":469
+    /* "pypto/sim/_engine.pyx":535
  *         if child + 1 < n and before(ht[child + 1], hc[child + 1], ht[child], hc[child]):
  *             child += 1
  *         if not before(ht[child], hc[child], t, c):             # <<<<<<<<<<<<<<
@@ -24739,7 +25107,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_sift_down(int64_t *__pyx_
     if (__pyx_t_1) {
 
 
-      /* "pypto/sim/_engine.pyx":470
+      /* "pypto/sim/_engine.pyx":536
  *             child += 1
  *         if not before(ht[child], hc[child], t, c):
  *             break             # <<<<<<<<<<<<<<
@@ -24748,7 +25116,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_sift_down(int64_t *__pyx_
 */
       goto __pyx_L4_break;
 
-      /* "pypto/sim/_engine.pyx":469
+      /* "pypto/sim/_engine.pyx":535
  *         if child + 1 < n and before(ht[child + 1], hc[child + 1], ht[child], hc[child]):
  *             child += 1
  *         if not before(ht[child], hc[child], t, c):             # <<<<<<<<<<<<<<
@@ -24757,7 +25125,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_sift_down(int64_t *__pyx_
 */
     }
 
-    /* "pypto/sim/_engine.pyx":471
+    /* "pypto/sim/_engine.pyx":537
  *         if not before(ht[child], hc[child], t, c):
  *             break
  *         ht[k] = ht[child]             # <<<<<<<<<<<<<<
@@ -24766,7 +25134,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_sift_down(int64_t *__pyx_
 */
     (__pyx_v_ht[__pyx_v_k]) = (__pyx_v_ht[__pyx_v_child]);
 
-    /* "pypto/sim/_engine.pyx":472
+    /* "pypto/sim/_engine.pyx":538
  *             break
  *         ht[k] = ht[child]
  *         hc[k] = hc[child]             # <<<<<<<<<<<<<<
@@ -24775,7 +25143,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_sift_down(int64_t *__pyx_
 */
     (__pyx_v_hc[__pyx_v_k]) = (__pyx_v_hc[__pyx_v_child]);
 
-    /* "pypto/sim/_engine.pyx":473
+    /* "pypto/sim/_engine.pyx":539
  *         ht[k] = ht[child]
  *         hc[k] = hc[child]
  *         k = child             # <<<<<<<<<<<<<<
@@ -24786,7 +25154,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_sift_down(int64_t *__pyx_
   }
   __pyx_L4_break:;
 
-  /* "pypto/sim/_engine.pyx":474
+  /* "pypto/sim/_engine.pyx":540
  *         hc[k] = hc[child]
  *         k = child
  *     ht[k] = t             # <<<<<<<<<<<<<<
@@ -24795,7 +25163,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_sift_down(int64_t *__pyx_
 */
   (__pyx_v_ht[__pyx_v_k]) = __pyx_v_t;
 
-  /* "pypto/sim/_engine.pyx":475
+  /* "pypto/sim/_engine.pyx":541
  *         k = child
  *     ht[k] = t
  *     hc[k] = c             # <<<<<<<<<<<<<<
@@ -24804,7 +25172,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_sift_down(int64_t *__pyx_
 */
   (__pyx_v_hc[__pyx_v_k]) = __pyx_v_c;
 
-  /* "pypto/sim/_engine.pyx":461
+  /* "pypto/sim/_engine.pyx":527
  * 
  * 
  * cdef inline void sift_down(int64_t* ht, int64_t* hc, int64_t n, int64_t k) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -24819,7 +25187,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_sift_down(int64_t *__pyx_
 
 }
 
-/* "pypto/sim/_engine.pyx":480
+/* "pypto/sim/_engine.pyx":546
  * # -- the engine -----------------------------------------------------------------------------
  * 
  * cdef inline void record(TraceRec* trace, int64_t g, int64_t c, int64_t pc, const Instr* r,             # <<<<<<<<<<<<<<
@@ -24831,7 +25199,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_record(struct __pyx_t_5py
   int __pyx_t_1;
   uint8_t __pyx_t_2;
 
-  /* "pypto/sim/_engine.pyx":482
+  /* "pypto/sim/_engine.pyx":548
  * cdef inline void record(TraceRec* trace, int64_t g, int64_t c, int64_t pc, const Instr* r,
  *                         int64_t start, int64_t end, int64_t* core_end) noexcept nogil:
  *     if end > core_end[0]:             # <<<<<<<<<<<<<<
@@ -24843,7 +25211,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_record(struct __pyx_t_5py
   if (__pyx_t_1) {
 
 
-    /* "pypto/sim/_engine.pyx":483
+    /* "pypto/sim/_engine.pyx":549
  *                         int64_t start, int64_t end, int64_t* core_end) noexcept nogil:
  *     if end > core_end[0]:
  *         core_end[0] = end             # <<<<<<<<<<<<<<
@@ -24852,7 +25220,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_record(struct __pyx_t_5py
 */
     (__pyx_v_core_end[0]) = __pyx_v_end;
 
-    /* "pypto/sim/_engine.pyx":482
+    /* "pypto/sim/_engine.pyx":548
  * cdef inline void record(TraceRec* trace, int64_t g, int64_t c, int64_t pc, const Instr* r,
  *                         int64_t start, int64_t end, int64_t* core_end) noexcept nogil:
  *     if end > core_end[0]:             # <<<<<<<<<<<<<<
@@ -24861,7 +25229,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_record(struct __pyx_t_5py
 */
   }
 
-  /* "pypto/sim/_engine.pyx":484
+  /* "pypto/sim/_engine.pyx":550
  *     if end > core_end[0]:
  *         core_end[0] = end
  *     if trace != NULL:             # <<<<<<<<<<<<<<
@@ -24873,7 +25241,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_record(struct __pyx_t_5py
   if (__pyx_t_1) {
 
 
-    /* "pypto/sim/_engine.pyx":485
+    /* "pypto/sim/_engine.pyx":551
  *         core_end[0] = end
  *     if trace != NULL:
  *         trace[g].core = <int32_t>c             # <<<<<<<<<<<<<<
@@ -24882,7 +25250,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_record(struct __pyx_t_5py
 */
     (__pyx_v_trace[__pyx_v_g]).core = ((int32_t)__pyx_v_c);
 
-    /* "pypto/sim/_engine.pyx":486
+    /* "pypto/sim/_engine.pyx":552
  *     if trace != NULL:
  *         trace[g].core = <int32_t>c
  *         trace[g].index = <int32_t>pc             # <<<<<<<<<<<<<<
@@ -24891,7 +25259,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_record(struct __pyx_t_5py
 */
     (__pyx_v_trace[__pyx_v_g]).index = ((int32_t)__pyx_v_pc);
 
-    /* "pypto/sim/_engine.pyx":487
+    /* "pypto/sim/_engine.pyx":553
  *         trace[g].core = <int32_t>c
  *         trace[g].index = <int32_t>pc
  *         trace[g].pipe = r.pipe             # <<<<<<<<<<<<<<
@@ -24902,7 +25270,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_record(struct __pyx_t_5py
 
     (__pyx_v_trace[__pyx_v_g]).pipe = __pyx_t_2;
 
-    /* "pypto/sim/_engine.pyx":488
+    /* "pypto/sim/_engine.pyx":554
  *         trace[g].index = <int32_t>pc
  *         trace[g].pipe = r.pipe
  *         trace[g].op = r.op             # <<<<<<<<<<<<<<
@@ -24913,7 +25281,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_record(struct __pyx_t_5py
 
     (__pyx_v_trace[__pyx_v_g]).op = __pyx_t_2;
 
-    /* "pypto/sim/_engine.pyx":489
+    /* "pypto/sim/_engine.pyx":555
  *         trace[g].pipe = r.pipe
  *         trace[g].op = r.op
  *         trace[g].start = start             # <<<<<<<<<<<<<<
@@ -24922,7 +25290,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_record(struct __pyx_t_5py
 */
     (__pyx_v_trace[__pyx_v_g]).start = __pyx_v_start;
 
-    /* "pypto/sim/_engine.pyx":490
+    /* "pypto/sim/_engine.pyx":556
  *         trace[g].op = r.op
  *         trace[g].start = start
  *         trace[g].end = end             # <<<<<<<<<<<<<<
@@ -24931,7 +25299,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_record(struct __pyx_t_5py
 */
     (__pyx_v_trace[__pyx_v_g]).end = __pyx_v_end;
 
-    /* "pypto/sim/_engine.pyx":484
+    /* "pypto/sim/_engine.pyx":550
  *     if end > core_end[0]:
  *         core_end[0] = end
  *     if trace != NULL:             # <<<<<<<<<<<<<<
@@ -24940,7 +25308,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_record(struct __pyx_t_5py
 */
   }
 
-  /* "pypto/sim/_engine.pyx":480
+  /* "pypto/sim/_engine.pyx":546
  * # -- the engine -----------------------------------------------------------------------------
  * 
  * cdef inline void record(TraceRec* trace, int64_t g, int64_t c, int64_t pc, const Instr* r,             # <<<<<<<<<<<<<<
@@ -24951,7 +25319,7 @@ static CYTHON_INLINE void __pyx_f_5pypto_3sim_7_engine_record(struct __pyx_t_5py
   /* function exit code */
 }
 
-/* "pypto/sim/_engine.pyx":493
+/* "pypto/sim/_engine.pyx":559
  * 
  * 
  * def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,             # <<<<<<<<<<<<<<
@@ -25009,102 +25377,102 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_cores,&__pyx_mstate_global->__pyx_n_u_bases,&__pyx_mstate_global->__pyx_n_u_tables,&__pyx_mstate_global->__pyx_n_u_scalars,&__pyx_mstate_global->__pyx_n_u_trace,&__pyx_mstate_global->__pyx_n_u_core_cycles,&__pyx_mstate_global->__pyx_n_u_pipe_busy,&__pyx_mstate_global->__pyx_n_u_flag_wait,&__pyx_mstate_global->__pyx_n_u_starved,&__pyx_mstate_global->__pyx_n_u_queue_stall,&__pyx_mstate_global->__pyx_n_u_path_bytes,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 493, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 559, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case 11:
         values[10] = __Pyx_ArgRef_FASTCALL(__pyx_args, 10);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[10])) __PYX_ERR(0, 493, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[10])) __PYX_ERR(0, 559, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case 10:
         values[9] = __Pyx_ArgRef_FASTCALL(__pyx_args, 9);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[9])) __PYX_ERR(0, 493, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[9])) __PYX_ERR(0, 559, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  9:
         values[8] = __Pyx_ArgRef_FASTCALL(__pyx_args, 8);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[8])) __PYX_ERR(0, 493, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[8])) __PYX_ERR(0, 559, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  8:
         values[7] = __Pyx_ArgRef_FASTCALL(__pyx_args, 7);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[7])) __PYX_ERR(0, 493, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[7])) __PYX_ERR(0, 559, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  7:
         values[6] = __Pyx_ArgRef_FASTCALL(__pyx_args, 6);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[6])) __PYX_ERR(0, 493, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[6])) __PYX_ERR(0, 559, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  6:
         values[5] = __Pyx_ArgRef_FASTCALL(__pyx_args, 5);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[5])) __PYX_ERR(0, 493, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[5])) __PYX_ERR(0, 559, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  5:
         values[4] = __Pyx_ArgRef_FASTCALL(__pyx_args, 4);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(0, 493, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(0, 559, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  4:
         values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 493, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 559, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 493, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 559, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 493, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 559, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 493, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 559, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "run", 0) < (0)) __PYX_ERR(0, 493, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "run", 0) < (0)) __PYX_ERR(0, 559, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 11; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("run", 1, 11, 11, i); __PYX_ERR(0, 493, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("run", 1, 11, 11, i); __PYX_ERR(0, 559, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 11)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 493, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 559, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 493, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 559, __pyx_L3_error)
       values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 493, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 559, __pyx_L3_error)
       values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 493, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 559, __pyx_L3_error)
       values[4] = __Pyx_ArgRef_FASTCALL(__pyx_args, 4);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(0, 493, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(0, 559, __pyx_L3_error)
       values[5] = __Pyx_ArgRef_FASTCALL(__pyx_args, 5);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[5])) __PYX_ERR(0, 493, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[5])) __PYX_ERR(0, 559, __pyx_L3_error)
       values[6] = __Pyx_ArgRef_FASTCALL(__pyx_args, 6);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[6])) __PYX_ERR(0, 493, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[6])) __PYX_ERR(0, 559, __pyx_L3_error)
       values[7] = __Pyx_ArgRef_FASTCALL(__pyx_args, 7);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[7])) __PYX_ERR(0, 493, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[7])) __PYX_ERR(0, 559, __pyx_L3_error)
       values[8] = __Pyx_ArgRef_FASTCALL(__pyx_args, 8);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[8])) __PYX_ERR(0, 493, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[8])) __PYX_ERR(0, 559, __pyx_L3_error)
       values[9] = __Pyx_ArgRef_FASTCALL(__pyx_args, 9);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[9])) __PYX_ERR(0, 493, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[9])) __PYX_ERR(0, 559, __pyx_L3_error)
       values[10] = __Pyx_ArgRef_FASTCALL(__pyx_args, 10);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[10])) __PYX_ERR(0, 493, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[10])) __PYX_ERR(0, 559, __pyx_L3_error)
     }
     __pyx_v_cores = ((PyObject*)values[0]);
-    __pyx_v_bases = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t__const__(values[1], 0); if (unlikely(!__pyx_v_bases.memview)) __PYX_ERR(0, 493, __pyx_L3_error)
+    __pyx_v_bases = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t__const__(values[1], 0); if (unlikely(!__pyx_v_bases.memview)) __PYX_ERR(0, 559, __pyx_L3_error)
     __pyx_v_tables = values[2];
     __pyx_v_scalars = ((PyObject*)values[3]);
     __pyx_v_trace = values[4];
-    __pyx_v_core_cycles = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t(values[5], PyBUF_WRITABLE); if (unlikely(!__pyx_v_core_cycles.memview)) __PYX_ERR(0, 494, __pyx_L3_error)
-    __pyx_v_pipe_busy = __Pyx_PyObject_to_MemoryviewSlice_d_dc_nn_int64_t(values[6], PyBUF_WRITABLE); if (unlikely(!__pyx_v_pipe_busy.memview)) __PYX_ERR(0, 494, __pyx_L3_error)
-    __pyx_v_flag_wait = __Pyx_PyObject_to_MemoryviewSlice_d_d_dc_nn_int64_t(values[7], PyBUF_WRITABLE); if (unlikely(!__pyx_v_flag_wait.memview)) __PYX_ERR(0, 494, __pyx_L3_error)
-    __pyx_v_starved = __Pyx_PyObject_to_MemoryviewSlice_d_dc_nn_int64_t(values[8], PyBUF_WRITABLE); if (unlikely(!__pyx_v_starved.memview)) __PYX_ERR(0, 495, __pyx_L3_error)
-    __pyx_v_queue_stall = __Pyx_PyObject_to_MemoryviewSlice_d_dc_nn_int64_t(values[9], PyBUF_WRITABLE); if (unlikely(!__pyx_v_queue_stall.memview)) __PYX_ERR(0, 495, __pyx_L3_error)
-    __pyx_v_path_bytes = __Pyx_PyObject_to_MemoryviewSlice_d_dc_nn_int64_t(values[10], PyBUF_WRITABLE); if (unlikely(!__pyx_v_path_bytes.memview)) __PYX_ERR(0, 495, __pyx_L3_error)
+    __pyx_v_core_cycles = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t(values[5], PyBUF_WRITABLE); if (unlikely(!__pyx_v_core_cycles.memview)) __PYX_ERR(0, 560, __pyx_L3_error)
+    __pyx_v_pipe_busy = __Pyx_PyObject_to_MemoryviewSlice_d_dc_nn_int64_t(values[6], PyBUF_WRITABLE); if (unlikely(!__pyx_v_pipe_busy.memview)) __PYX_ERR(0, 560, __pyx_L3_error)
+    __pyx_v_flag_wait = __Pyx_PyObject_to_MemoryviewSlice_d_d_dc_nn_int64_t(values[7], PyBUF_WRITABLE); if (unlikely(!__pyx_v_flag_wait.memview)) __PYX_ERR(0, 560, __pyx_L3_error)
+    __pyx_v_starved = __Pyx_PyObject_to_MemoryviewSlice_d_dc_nn_int64_t(values[8], PyBUF_WRITABLE); if (unlikely(!__pyx_v_starved.memview)) __PYX_ERR(0, 561, __pyx_L3_error)
+    __pyx_v_queue_stall = __Pyx_PyObject_to_MemoryviewSlice_d_dc_nn_int64_t(values[9], PyBUF_WRITABLE); if (unlikely(!__pyx_v_queue_stall.memview)) __PYX_ERR(0, 561, __pyx_L3_error)
+    __pyx_v_path_bytes = __Pyx_PyObject_to_MemoryviewSlice_d_dc_nn_int64_t(values[10], PyBUF_WRITABLE); if (unlikely(!__pyx_v_path_bytes.memview)) __PYX_ERR(0, 561, __pyx_L3_error)
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("run", 1, 11, 11, __pyx_nargs); __PYX_ERR(0, 493, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("run", 1, 11, 11, __pyx_nargs); __PYX_ERR(0, 559, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -25122,8 +25490,8 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_cores), (&PyList_Type), 1, "cores", 1))) __PYX_ERR(0, 493, __pyx_L1_error)
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_scalars), (&PyTuple_Type), 1, "scalars", 1))) __PYX_ERR(0, 493, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_cores), (&PyList_Type), 1, "cores", 1))) __PYX_ERR(0, 559, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_scalars), (&PyTuple_Type), 1, "scalars", 1))) __PYX_ERR(0, 559, __pyx_L1_error)
   __pyx_r = __pyx_pf_5pypto_3sim_7_engine_2run(__pyx_self, __pyx_v_cores, __pyx_v_bases, __pyx_v_tables, __pyx_v_scalars, __pyx_v_trace, __pyx_v_core_cycles, __pyx_v_pipe_busy, __pyx_v_flag_wait, __pyx_v_starved, __pyx_v_queue_stall, __pyx_v_path_bytes);
 
   /* function exit code */
@@ -25203,6 +25571,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
   int64_t *__pyx_v_pipe_free;
   int64_t *__pyx_v_pipe_done;
   int64_t *__pyx_v_queued;
+  int64_t *__pyx_v_ring_pos;
   int64_t *__pyx_v_busy;
   int64_t *__pyx_v_ring;
   int64_t *__pyx_v_head;
@@ -25223,9 +25592,9 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
   Py_ssize_t __pyx_t_11;
   int64_t __pyx_t_12;
   double __pyx_t_13;
-  Py_ssize_t __pyx_t_14;
-  int64_t const *__pyx_t_15;
-  int __pyx_t_16;
+  int __pyx_t_14;
+  Py_ssize_t __pyx_t_15;
+  int64_t const *__pyx_t_16;
   Py_ssize_t __pyx_t_17;
   int64_t __pyx_t_18;
   int64_t __pyx_t_19;
@@ -25255,142 +25624,142 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("run", 0);
 
-  /* "pypto/sim/_engine.pyx":505
+  /* "pypto/sim/_engine.pyx":571
  *     its global position).
  *     """
  *     cdef const uint8_t[::1] kind_table = tables[0]             # <<<<<<<<<<<<<<
  *     cdef const double[::1] vector_cost = tables[1]
  *     cdef const int64_t[::1] itemsize = tables[2]
 */
-  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_tables, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 505, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_tables, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 571, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_2 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint8_t__const__(__pyx_t_1, 0); if (unlikely(!__pyx_t_2.memview)) __PYX_ERR(0, 505, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint8_t__const__(__pyx_t_1, 0); if (unlikely(!__pyx_t_2.memview)) __PYX_ERR(0, 571, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   __pyx_v_kind_table = __pyx_t_2;
   __pyx_t_2.memview = NULL;
   __pyx_t_2.data = NULL;
 
-  /* "pypto/sim/_engine.pyx":506
+  /* "pypto/sim/_engine.pyx":572
  *     """
  *     cdef const uint8_t[::1] kind_table = tables[0]
  *     cdef const double[::1] vector_cost = tables[1]             # <<<<<<<<<<<<<<
  *     cdef const int64_t[::1] itemsize = tables[2]
  *     cdef const int64_t[::1] fractal = tables[3]
 */
-  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_tables, 1, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 506, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_tables, 1, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 572, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_3 = __Pyx_PyObject_to_MemoryviewSlice_dc_double__const__(__pyx_t_1, 0); if (unlikely(!__pyx_t_3.memview)) __PYX_ERR(0, 506, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyObject_to_MemoryviewSlice_dc_double__const__(__pyx_t_1, 0); if (unlikely(!__pyx_t_3.memview)) __PYX_ERR(0, 572, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   __pyx_v_vector_cost = __pyx_t_3;
   __pyx_t_3.memview = NULL;
   __pyx_t_3.data = NULL;
 
-  /* "pypto/sim/_engine.pyx":507
+  /* "pypto/sim/_engine.pyx":573
  *     cdef const uint8_t[::1] kind_table = tables[0]
  *     cdef const double[::1] vector_cost = tables[1]
  *     cdef const int64_t[::1] itemsize = tables[2]             # <<<<<<<<<<<<<<
  *     cdef const int64_t[::1] fractal = tables[3]
  *     cdef const uint8_t[::1] path_ok = tables[4]
 */
-  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_tables, 2, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 507, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_tables, 2, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 573, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_4 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t__const__(__pyx_t_1, 0); if (unlikely(!__pyx_t_4.memview)) __PYX_ERR(0, 507, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t__const__(__pyx_t_1, 0); if (unlikely(!__pyx_t_4.memview)) __PYX_ERR(0, 573, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   __pyx_v_itemsize = __pyx_t_4;
   __pyx_t_4.memview = NULL;
   __pyx_t_4.data = NULL;
 
-  /* "pypto/sim/_engine.pyx":508
+  /* "pypto/sim/_engine.pyx":574
  *     cdef const double[::1] vector_cost = tables[1]
  *     cdef const int64_t[::1] itemsize = tables[2]
  *     cdef const int64_t[::1] fractal = tables[3]             # <<<<<<<<<<<<<<
  *     cdef const uint8_t[::1] path_ok = tables[4]
  *     cdef const double[::1] path_rate = tables[5]
 */
-  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_tables, 3, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 508, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_tables, 3, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 574, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_5 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t__const__(__pyx_t_1, 0); if (unlikely(!__pyx_t_5.memview)) __PYX_ERR(0, 508, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t__const__(__pyx_t_1, 0); if (unlikely(!__pyx_t_5.memview)) __PYX_ERR(0, 574, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   __pyx_v_fractal = __pyx_t_5;
   __pyx_t_5.memview = NULL;
   __pyx_t_5.data = NULL;
 
-  /* "pypto/sim/_engine.pyx":509
+  /* "pypto/sim/_engine.pyx":575
  *     cdef const int64_t[::1] itemsize = tables[2]
  *     cdef const int64_t[::1] fractal = tables[3]
  *     cdef const uint8_t[::1] path_ok = tables[4]             # <<<<<<<<<<<<<<
  *     cdef const double[::1] path_rate = tables[5]
  *     cdef const int64_t[::1] path_latency = tables[6]
 */
-  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_tables, 4, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 509, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_tables, 4, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 575, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_6 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint8_t__const__(__pyx_t_1, 0); if (unlikely(!__pyx_t_6.memview)) __PYX_ERR(0, 509, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint8_t__const__(__pyx_t_1, 0); if (unlikely(!__pyx_t_6.memview)) __PYX_ERR(0, 575, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   __pyx_v_path_ok = __pyx_t_6;
   __pyx_t_6.memview = NULL;
   __pyx_t_6.data = NULL;
 
-  /* "pypto/sim/_engine.pyx":510
+  /* "pypto/sim/_engine.pyx":576
  *     cdef const int64_t[::1] fractal = tables[3]
  *     cdef const uint8_t[::1] path_ok = tables[4]
  *     cdef const double[::1] path_rate = tables[5]             # <<<<<<<<<<<<<<
  *     cdef const int64_t[::1] path_latency = tables[6]
  *     cdef const int64_t[::1] path_min_burst = tables[7]
 */
-  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_tables, 5, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 510, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_tables, 5, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 576, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_7 = __Pyx_PyObject_to_MemoryviewSlice_dc_double__const__(__pyx_t_1, 0); if (unlikely(!__pyx_t_7.memview)) __PYX_ERR(0, 510, __pyx_L1_error)
+  __pyx_t_7 = __Pyx_PyObject_to_MemoryviewSlice_dc_double__const__(__pyx_t_1, 0); if (unlikely(!__pyx_t_7.memview)) __PYX_ERR(0, 576, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   __pyx_v_path_rate = __pyx_t_7;
   __pyx_t_7.memview = NULL;
   __pyx_t_7.data = NULL;
 
-  /* "pypto/sim/_engine.pyx":511
+  /* "pypto/sim/_engine.pyx":577
  *     cdef const uint8_t[::1] path_ok = tables[4]
  *     cdef const double[::1] path_rate = tables[5]
  *     cdef const int64_t[::1] path_latency = tables[6]             # <<<<<<<<<<<<<<
  *     cdef const int64_t[::1] path_min_burst = tables[7]
  *     cdef const double[::1] path_row_cycles = tables[8]
 */
-  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_tables, 6, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 511, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_tables, 6, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 577, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_8 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t__const__(__pyx_t_1, 0); if (unlikely(!__pyx_t_8.memview)) __PYX_ERR(0, 511, __pyx_L1_error)
+  __pyx_t_8 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t__const__(__pyx_t_1, 0); if (unlikely(!__pyx_t_8.memview)) __PYX_ERR(0, 577, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   __pyx_v_path_latency = __pyx_t_8;
   __pyx_t_8.memview = NULL;
   __pyx_t_8.data = NULL;
 
-  /* "pypto/sim/_engine.pyx":512
+  /* "pypto/sim/_engine.pyx":578
  *     cdef const double[::1] path_rate = tables[5]
  *     cdef const int64_t[::1] path_latency = tables[6]
  *     cdef const int64_t[::1] path_min_burst = tables[7]             # <<<<<<<<<<<<<<
  *     cdef const double[::1] path_row_cycles = tables[8]
  *     cdef Sim s
 */
-  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_tables, 7, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 512, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_tables, 7, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 578, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_9 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t__const__(__pyx_t_1, 0); if (unlikely(!__pyx_t_9.memview)) __PYX_ERR(0, 512, __pyx_L1_error)
+  __pyx_t_9 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t__const__(__pyx_t_1, 0); if (unlikely(!__pyx_t_9.memview)) __PYX_ERR(0, 578, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   __pyx_v_path_min_burst = __pyx_t_9;
   __pyx_t_9.memview = NULL;
   __pyx_t_9.data = NULL;
 
-  /* "pypto/sim/_engine.pyx":513
+  /* "pypto/sim/_engine.pyx":579
  *     cdef const int64_t[::1] path_latency = tables[6]
  *     cdef const int64_t[::1] path_min_burst = tables[7]
  *     cdef const double[::1] path_row_cycles = tables[8]             # <<<<<<<<<<<<<<
  *     cdef Sim s
  *     cdef int64_t ncores = len(cores), total = 0, c, k, g, pc, p, q, status = S_OK, err = -1
 */
-  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_tables, 8, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 513, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_GetItemInt(__pyx_v_tables, 8, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_FunctionArgument); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 579, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_10 = __Pyx_PyObject_to_MemoryviewSlice_dc_double__const__(__pyx_t_1, 0); if (unlikely(!__pyx_t_10.memview)) __PYX_ERR(0, 513, __pyx_L1_error)
+  __pyx_t_10 = __Pyx_PyObject_to_MemoryviewSlice_dc_double__const__(__pyx_t_1, 0); if (unlikely(!__pyx_t_10.memview)) __PYX_ERR(0, 579, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   __pyx_v_path_row_cycles = __pyx_t_10;
   __pyx_t_10.memview = NULL;
   __pyx_t_10.data = NULL;
 
-  /* "pypto/sim/_engine.pyx":515
+  /* "pypto/sim/_engine.pyx":581
  *     cdef const double[::1] path_row_cycles = tables[8]
  *     cdef Sim s
  *     cdef int64_t ncores = len(cores), total = 0, c, k, g, pc, p, q, status = S_OK, err = -1             # <<<<<<<<<<<<<<
@@ -25399,15 +25768,15 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   if (unlikely(__pyx_v_cores == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-    __PYX_ERR(0, 515, __pyx_L1_error)
+    __PYX_ERR(0, 581, __pyx_L1_error)
   }
-  __pyx_t_11 = __Pyx_PyList_GET_SIZE(__pyx_v_cores); if (unlikely(__pyx_t_11 == ((Py_ssize_t)-1))) __PYX_ERR(0, 515, __pyx_L1_error)
+  __pyx_t_11 = __Pyx_PyList_GET_SIZE(__pyx_v_cores); if (unlikely(__pyx_t_11 == ((Py_ssize_t)-1))) __PYX_ERR(0, 581, __pyx_L1_error)
   __pyx_v_ncores = __pyx_t_11;
   __pyx_v_total = 0;
   __pyx_v_status = __pyx_e_5pypto_3sim_7_engine_S_OK;
   __pyx_v_err = -1L;
 
-  /* "pypto/sim/_engine.pyx":517
+  /* "pypto/sim/_engine.pyx":583
  *     cdef int64_t ncores = len(cores), total = 0, c, k, g, pc, p, q, status = S_OK, err = -1
  *     cdef int64_t issue, start, slot_free, t, end, raised, free_at, complete, cnt, qd, src
  *     cdef int64_t heap_n = 0             # <<<<<<<<<<<<<<
@@ -25416,7 +25785,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   __pyx_v_heap_n = 0;
 
-  /* "pypto/sim/_engine.pyx":520
+  /* "pypto/sim/_engine.pyx":586
  *     cdef int kind
  *     cdef const Instr* r
  *     cdef TraceRec* trace_ptr = NULL             # <<<<<<<<<<<<<<
@@ -25425,7 +25794,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   __pyx_v_trace_ptr = NULL;
 
-  /* "pypto/sim/_engine.pyx":525
+  /* "pypto/sim/_engine.pyx":591
  *     cdef cnp.ndarray arr, link_arr, raised_arr, l2_arr
  * 
  *     s.queue_depth = scalars[0]             # <<<<<<<<<<<<<<
@@ -25434,12 +25803,12 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   if (unlikely(__pyx_v_scalars == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
-    __PYX_ERR(0, 525, __pyx_L1_error)
+    __PYX_ERR(0, 591, __pyx_L1_error)
   }
-  __pyx_t_12 = __Pyx_PyLong_As_int64_t(__Pyx_PyTuple_GET_ITEM(__pyx_v_scalars, 0)); if (unlikely((__pyx_t_12 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 525, __pyx_L1_error)
+  __pyx_t_12 = __Pyx_PyLong_As_int64_t(__Pyx_PyTuple_GET_ITEM(__pyx_v_scalars, 0)); if (unlikely((__pyx_t_12 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 591, __pyx_L1_error)
   __pyx_v_s.queue_depth = __pyx_t_12;
 
-  /* "pypto/sim/_engine.pyx":526
+  /* "pypto/sim/_engine.pyx":592
  * 
  *     s.queue_depth = scalars[0]
  *     s.cube_overhead = scalars[1]             # <<<<<<<<<<<<<<
@@ -25448,12 +25817,12 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   if (unlikely(__pyx_v_scalars == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
-    __PYX_ERR(0, 526, __pyx_L1_error)
+    __PYX_ERR(0, 592, __pyx_L1_error)
   }
-  __pyx_t_12 = __Pyx_PyLong_As_int64_t(__Pyx_PyTuple_GET_ITEM(__pyx_v_scalars, 1)); if (unlikely((__pyx_t_12 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 526, __pyx_L1_error)
+  __pyx_t_12 = __Pyx_PyLong_As_int64_t(__Pyx_PyTuple_GET_ITEM(__pyx_v_scalars, 1)); if (unlikely((__pyx_t_12 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 592, __pyx_L1_error)
   __pyx_v_s.cube_overhead = __pyx_t_12;
 
-  /* "pypto/sim/_engine.pyx":527
+  /* "pypto/sim/_engine.pyx":593
  *     s.queue_depth = scalars[0]
  *     s.cube_overhead = scalars[1]
  *     s.vector_overhead = scalars[2]             # <<<<<<<<<<<<<<
@@ -25462,12 +25831,12 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   if (unlikely(__pyx_v_scalars == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
-    __PYX_ERR(0, 527, __pyx_L1_error)
+    __PYX_ERR(0, 593, __pyx_L1_error)
   }
-  __pyx_t_12 = __Pyx_PyLong_As_int64_t(__Pyx_PyTuple_GET_ITEM(__pyx_v_scalars, 2)); if (unlikely((__pyx_t_12 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 527, __pyx_L1_error)
+  __pyx_t_12 = __Pyx_PyLong_As_int64_t(__Pyx_PyTuple_GET_ITEM(__pyx_v_scalars, 2)); if (unlikely((__pyx_t_12 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 593, __pyx_L1_error)
   __pyx_v_s.vector_overhead = __pyx_t_12;
 
-  /* "pypto/sim/_engine.pyx":528
+  /* "pypto/sim/_engine.pyx":594
  *     s.cube_overhead = scalars[1]
  *     s.vector_overhead = scalars[2]
  *     s.vector_bpc = scalars[3]             # <<<<<<<<<<<<<<
@@ -25476,12 +25845,12 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   if (unlikely(__pyx_v_scalars == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
-    __PYX_ERR(0, 528, __pyx_L1_error)
+    __PYX_ERR(0, 594, __pyx_L1_error)
   }
-  __pyx_t_13 = __Pyx_PyFloat_AsDouble(__Pyx_PyTuple_GET_ITEM(__pyx_v_scalars, 3)); if (unlikely((__pyx_t_13 == (double)-1) && PyErr_Occurred())) __PYX_ERR(0, 528, __pyx_L1_error)
+  __pyx_t_13 = __Pyx_PyFloat_AsDouble(__Pyx_PyTuple_GET_ITEM(__pyx_v_scalars, 3)); if (unlikely((__pyx_t_13 == (double)-1) && PyErr_Occurred())) __PYX_ERR(0, 594, __pyx_L1_error)
   __pyx_v_s.vector_bpc = __pyx_t_13;
 
-  /* "pypto/sim/_engine.pyx":529
+  /* "pypto/sim/_engine.pyx":595
  *     s.vector_overhead = scalars[2]
  *     s.vector_bpc = scalars[3]
  *     s.l2_read_bpc = scalars[4]             # <<<<<<<<<<<<<<
@@ -25490,12 +25859,12 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   if (unlikely(__pyx_v_scalars == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
-    __PYX_ERR(0, 529, __pyx_L1_error)
+    __PYX_ERR(0, 595, __pyx_L1_error)
   }
-  __pyx_t_13 = __Pyx_PyFloat_AsDouble(__Pyx_PyTuple_GET_ITEM(__pyx_v_scalars, 4)); if (unlikely((__pyx_t_13 == (double)-1) && PyErr_Occurred())) __PYX_ERR(0, 529, __pyx_L1_error)
+  __pyx_t_13 = __Pyx_PyFloat_AsDouble(__Pyx_PyTuple_GET_ITEM(__pyx_v_scalars, 4)); if (unlikely((__pyx_t_13 == (double)-1) && PyErr_Occurred())) __PYX_ERR(0, 595, __pyx_L1_error)
   __pyx_v_s.l2_read_bpc = __pyx_t_13;
 
-  /* "pypto/sim/_engine.pyx":530
+  /* "pypto/sim/_engine.pyx":596
  *     s.vector_bpc = scalars[3]
  *     s.l2_read_bpc = scalars[4]
  *     s.chip_bpc = scalars[5]             # <<<<<<<<<<<<<<
@@ -25504,12 +25873,12 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   if (unlikely(__pyx_v_scalars == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
-    __PYX_ERR(0, 530, __pyx_L1_error)
+    __PYX_ERR(0, 596, __pyx_L1_error)
   }
-  __pyx_t_13 = __Pyx_PyFloat_AsDouble(__Pyx_PyTuple_GET_ITEM(__pyx_v_scalars, 5)); if (unlikely((__pyx_t_13 == (double)-1) && PyErr_Occurred())) __PYX_ERR(0, 530, __pyx_L1_error)
+  __pyx_t_13 = __Pyx_PyFloat_AsDouble(__Pyx_PyTuple_GET_ITEM(__pyx_v_scalars, 5)); if (unlikely((__pyx_t_13 == (double)-1) && PyErr_Occurred())) __PYX_ERR(0, 596, __pyx_L1_error)
   __pyx_v_s.chip_bpc = __pyx_t_13;
 
-  /* "pypto/sim/_engine.pyx":531
+  /* "pypto/sim/_engine.pyx":597
  *     s.l2_read_bpc = scalars[4]
  *     s.chip_bpc = scalars[5]
  *     s.line_bytes = scalars[6]             # <<<<<<<<<<<<<<
@@ -25518,12 +25887,12 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   if (unlikely(__pyx_v_scalars == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
-    __PYX_ERR(0, 531, __pyx_L1_error)
+    __PYX_ERR(0, 597, __pyx_L1_error)
   }
-  __pyx_t_12 = __Pyx_PyLong_As_int64_t(__Pyx_PyTuple_GET_ITEM(__pyx_v_scalars, 6)); if (unlikely((__pyx_t_12 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 531, __pyx_L1_error)
+  __pyx_t_12 = __Pyx_PyLong_As_int64_t(__Pyx_PyTuple_GET_ITEM(__pyx_v_scalars, 6)); if (unlikely((__pyx_t_12 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 597, __pyx_L1_error)
   __pyx_v_s.line_bytes = __pyx_t_12;
 
-  /* "pypto/sim/_engine.pyx":532
+  /* "pypto/sim/_engine.pyx":598
  *     s.chip_bpc = scalars[5]
  *     s.line_bytes = scalars[6]
  *     s.hit_latency = scalars[7]             # <<<<<<<<<<<<<<
@@ -25532,150 +25901,218 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   if (unlikely(__pyx_v_scalars == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
-    __PYX_ERR(0, 532, __pyx_L1_error)
+    __PYX_ERR(0, 598, __pyx_L1_error)
   }
-  __pyx_t_12 = __Pyx_PyLong_As_int64_t(__Pyx_PyTuple_GET_ITEM(__pyx_v_scalars, 7)); if (unlikely((__pyx_t_12 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 532, __pyx_L1_error)
+  __pyx_t_12 = __Pyx_PyLong_As_int64_t(__Pyx_PyTuple_GET_ITEM(__pyx_v_scalars, 7)); if (unlikely((__pyx_t_12 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 598, __pyx_L1_error)
   __pyx_v_s.hit_latency = __pyx_t_12;
 
-  /* "pypto/sim/_engine.pyx":533
+  /* "pypto/sim/_engine.pyx":599
  *     s.line_bytes = scalars[6]
  *     s.hit_latency = scalars[7]
  *     s.miss_latency = scalars[8]             # <<<<<<<<<<<<<<
  *     s.sets = scalars[9]
- *     s.kind = &kind_table[0]
+ *     s.inv_sets = 1.0 / s.sets
 */
   if (unlikely(__pyx_v_scalars == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
-    __PYX_ERR(0, 533, __pyx_L1_error)
+    __PYX_ERR(0, 599, __pyx_L1_error)
   }
-  __pyx_t_12 = __Pyx_PyLong_As_int64_t(__Pyx_PyTuple_GET_ITEM(__pyx_v_scalars, 8)); if (unlikely((__pyx_t_12 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 533, __pyx_L1_error)
+  __pyx_t_12 = __Pyx_PyLong_As_int64_t(__Pyx_PyTuple_GET_ITEM(__pyx_v_scalars, 8)); if (unlikely((__pyx_t_12 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 599, __pyx_L1_error)
   __pyx_v_s.miss_latency = __pyx_t_12;
 
-  /* "pypto/sim/_engine.pyx":534
+  /* "pypto/sim/_engine.pyx":600
  *     s.hit_latency = scalars[7]
  *     s.miss_latency = scalars[8]
  *     s.sets = scalars[9]             # <<<<<<<<<<<<<<
- *     s.kind = &kind_table[0]
- *     s.vector_cost = &vector_cost[0]
+ *     s.inv_sets = 1.0 / s.sets
+ *     s.line_shift = -1
 */
   if (unlikely(__pyx_v_scalars == Py_None)) {
     PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
-    __PYX_ERR(0, 534, __pyx_L1_error)
+    __PYX_ERR(0, 600, __pyx_L1_error)
   }
-  __pyx_t_12 = __Pyx_PyLong_As_int64_t(__Pyx_PyTuple_GET_ITEM(__pyx_v_scalars, 9)); if (unlikely((__pyx_t_12 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 534, __pyx_L1_error)
+  __pyx_t_12 = __Pyx_PyLong_As_int64_t(__Pyx_PyTuple_GET_ITEM(__pyx_v_scalars, 9)); if (unlikely((__pyx_t_12 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 600, __pyx_L1_error)
   __pyx_v_s.sets = __pyx_t_12;
 
-  /* "pypto/sim/_engine.pyx":535
+  /* "pypto/sim/_engine.pyx":601
  *     s.miss_latency = scalars[8]
  *     s.sets = scalars[9]
+ *     s.inv_sets = 1.0 / s.sets             # <<<<<<<<<<<<<<
+ *     s.line_shift = -1
+ *     for k in range(63):
+*/
+  __pyx_v_s.inv_sets = (1.0 / ((double)__pyx_v_s.sets));
+
+  /* "pypto/sim/_engine.pyx":602
+ *     s.sets = scalars[9]
+ *     s.inv_sets = 1.0 / s.sets
+ *     s.line_shift = -1             # <<<<<<<<<<<<<<
+ *     for k in range(63):
+ *         if (<int64_t>1 << k) == s.line_bytes:
+*/
+  __pyx_v_s.line_shift = -1L;
+
+  /* "pypto/sim/_engine.pyx":603
+ *     s.inv_sets = 1.0 / s.sets
+ *     s.line_shift = -1
+ *     for k in range(63):             # <<<<<<<<<<<<<<
+ *         if (<int64_t>1 << k) == s.line_bytes:
+ *             s.line_shift = k
+*/
+  for (__pyx_t_12 = 0; __pyx_t_12 < 63; __pyx_t_12+=1) {
+    __pyx_v_k = __pyx_t_12;
+
+    /* "pypto/sim/_engine.pyx":604
+ *     s.line_shift = -1
+ *     for k in range(63):
+ *         if (<int64_t>1 << k) == s.line_bytes:             # <<<<<<<<<<<<<<
+ *             s.line_shift = k
+ *     s.batched = 0
+*/
+    __pyx_t_14 = ((((int64_t)1) << __pyx_v_k) == __pyx_v_s.line_bytes);
+
+    if (__pyx_t_14) {
+
+
+      /* "pypto/sim/_engine.pyx":605
+ *     for k in range(63):
+ *         if (<int64_t>1 << k) == s.line_bytes:
+ *             s.line_shift = k             # <<<<<<<<<<<<<<
+ *     s.batched = 0
+ *     s.kind = &kind_table[0]
+*/
+      __pyx_v_s.line_shift = __pyx_v_k;
+
+      /* "pypto/sim/_engine.pyx":604
+ *     s.line_shift = -1
+ *     for k in range(63):
+ *         if (<int64_t>1 << k) == s.line_bytes:             # <<<<<<<<<<<<<<
+ *             s.line_shift = k
+ *     s.batched = 0
+*/
+    }
+  }
+
+  /* "pypto/sim/_engine.pyx":606
+ *         if (<int64_t>1 << k) == s.line_bytes:
+ *             s.line_shift = k
+ *     s.batched = 0             # <<<<<<<<<<<<<<
+ *     s.kind = &kind_table[0]
+ *     s.vector_cost = &vector_cost[0]
+*/
+  __pyx_v_s.batched = 0;
+
+  /* "pypto/sim/_engine.pyx":607
+ *             s.line_shift = k
+ *     s.batched = 0
  *     s.kind = &kind_table[0]             # <<<<<<<<<<<<<<
  *     s.vector_cost = &vector_cost[0]
  *     s.itemsize = &itemsize[0]
 */
-  __pyx_t_14 = 0;
-  __pyx_v_s.kind = (&(*((uint8_t const  *) ( /* dim=0 */ ((char *) (((uint8_t const  *) __pyx_v_kind_table.data) + __pyx_t_14)) ))));
+  __pyx_t_15 = 0;
+  __pyx_v_s.kind = (&(*((uint8_t const  *) ( /* dim=0 */ ((char *) (((uint8_t const  *) __pyx_v_kind_table.data) + __pyx_t_15)) ))));
 
-  /* "pypto/sim/_engine.pyx":536
- *     s.sets = scalars[9]
+  /* "pypto/sim/_engine.pyx":608
+ *     s.batched = 0
  *     s.kind = &kind_table[0]
  *     s.vector_cost = &vector_cost[0]             # <<<<<<<<<<<<<<
  *     s.itemsize = &itemsize[0]
  *     s.fractal = &fractal[0]
 */
-  __pyx_t_14 = 0;
-  __pyx_v_s.vector_cost = (&(*((double const  *) ( /* dim=0 */ ((char *) (((double const  *) __pyx_v_vector_cost.data) + __pyx_t_14)) ))));
+  __pyx_t_15 = 0;
+  __pyx_v_s.vector_cost = (&(*((double const  *) ( /* dim=0 */ ((char *) (((double const  *) __pyx_v_vector_cost.data) + __pyx_t_15)) ))));
 
-  /* "pypto/sim/_engine.pyx":537
+  /* "pypto/sim/_engine.pyx":609
  *     s.kind = &kind_table[0]
  *     s.vector_cost = &vector_cost[0]
  *     s.itemsize = &itemsize[0]             # <<<<<<<<<<<<<<
  *     s.fractal = &fractal[0]
  *     s.path_ok = &path_ok[0]
 */
-  __pyx_t_14 = 0;
-  __pyx_v_s.itemsize = (&(*((int64_t const  *) ( /* dim=0 */ ((char *) (((int64_t const  *) __pyx_v_itemsize.data) + __pyx_t_14)) ))));
+  __pyx_t_15 = 0;
+  __pyx_v_s.itemsize = (&(*((int64_t const  *) ( /* dim=0 */ ((char *) (((int64_t const  *) __pyx_v_itemsize.data) + __pyx_t_15)) ))));
 
-  /* "pypto/sim/_engine.pyx":538
+  /* "pypto/sim/_engine.pyx":610
  *     s.vector_cost = &vector_cost[0]
  *     s.itemsize = &itemsize[0]
  *     s.fractal = &fractal[0]             # <<<<<<<<<<<<<<
  *     s.path_ok = &path_ok[0]
  *     s.path_rate = &path_rate[0]
 */
-  __pyx_t_14 = 0;
-  __pyx_v_s.fractal = (&(*((int64_t const  *) ( /* dim=0 */ ((char *) (((int64_t const  *) __pyx_v_fractal.data) + __pyx_t_14)) ))));
+  __pyx_t_15 = 0;
+  __pyx_v_s.fractal = (&(*((int64_t const  *) ( /* dim=0 */ ((char *) (((int64_t const  *) __pyx_v_fractal.data) + __pyx_t_15)) ))));
 
-  /* "pypto/sim/_engine.pyx":539
+  /* "pypto/sim/_engine.pyx":611
  *     s.itemsize = &itemsize[0]
  *     s.fractal = &fractal[0]
  *     s.path_ok = &path_ok[0]             # <<<<<<<<<<<<<<
  *     s.path_rate = &path_rate[0]
  *     s.path_latency = &path_latency[0]
 */
-  __pyx_t_14 = 0;
-  __pyx_v_s.path_ok = (&(*((uint8_t const  *) ( /* dim=0 */ ((char *) (((uint8_t const  *) __pyx_v_path_ok.data) + __pyx_t_14)) ))));
+  __pyx_t_15 = 0;
+  __pyx_v_s.path_ok = (&(*((uint8_t const  *) ( /* dim=0 */ ((char *) (((uint8_t const  *) __pyx_v_path_ok.data) + __pyx_t_15)) ))));
 
-  /* "pypto/sim/_engine.pyx":540
+  /* "pypto/sim/_engine.pyx":612
  *     s.fractal = &fractal[0]
  *     s.path_ok = &path_ok[0]
  *     s.path_rate = &path_rate[0]             # <<<<<<<<<<<<<<
  *     s.path_latency = &path_latency[0]
  *     s.path_min_burst = &path_min_burst[0]
 */
-  __pyx_t_14 = 0;
-  __pyx_v_s.path_rate = (&(*((double const  *) ( /* dim=0 */ ((char *) (((double const  *) __pyx_v_path_rate.data) + __pyx_t_14)) ))));
+  __pyx_t_15 = 0;
+  __pyx_v_s.path_rate = (&(*((double const  *) ( /* dim=0 */ ((char *) (((double const  *) __pyx_v_path_rate.data) + __pyx_t_15)) ))));
 
-  /* "pypto/sim/_engine.pyx":541
+  /* "pypto/sim/_engine.pyx":613
  *     s.path_ok = &path_ok[0]
  *     s.path_rate = &path_rate[0]
  *     s.path_latency = &path_latency[0]             # <<<<<<<<<<<<<<
  *     s.path_min_burst = &path_min_burst[0]
  *     s.path_row_cycles = &path_row_cycles[0]
 */
-  __pyx_t_14 = 0;
-  __pyx_v_s.path_latency = (&(*((int64_t const  *) ( /* dim=0 */ ((char *) (((int64_t const  *) __pyx_v_path_latency.data) + __pyx_t_14)) ))));
+  __pyx_t_15 = 0;
+  __pyx_v_s.path_latency = (&(*((int64_t const  *) ( /* dim=0 */ ((char *) (((int64_t const  *) __pyx_v_path_latency.data) + __pyx_t_15)) ))));
 
-  /* "pypto/sim/_engine.pyx":542
+  /* "pypto/sim/_engine.pyx":614
  *     s.path_rate = &path_rate[0]
  *     s.path_latency = &path_latency[0]
  *     s.path_min_burst = &path_min_burst[0]             # <<<<<<<<<<<<<<
  *     s.path_row_cycles = &path_row_cycles[0]
  *     s.bases = &bases[0] if bases.shape[0] else NULL
 */
-  __pyx_t_14 = 0;
-  __pyx_v_s.path_min_burst = (&(*((int64_t const  *) ( /* dim=0 */ ((char *) (((int64_t const  *) __pyx_v_path_min_burst.data) + __pyx_t_14)) ))));
+  __pyx_t_15 = 0;
+  __pyx_v_s.path_min_burst = (&(*((int64_t const  *) ( /* dim=0 */ ((char *) (((int64_t const  *) __pyx_v_path_min_burst.data) + __pyx_t_15)) ))));
 
-  /* "pypto/sim/_engine.pyx":543
+  /* "pypto/sim/_engine.pyx":615
  *     s.path_latency = &path_latency[0]
  *     s.path_min_burst = &path_min_burst[0]
  *     s.path_row_cycles = &path_row_cycles[0]             # <<<<<<<<<<<<<<
  *     s.bases = &bases[0] if bases.shape[0] else NULL
  *     s.nsym = bases.shape[0]
 */
-  __pyx_t_14 = 0;
-  __pyx_v_s.path_row_cycles = (&(*((double const  *) ( /* dim=0 */ ((char *) (((double const  *) __pyx_v_path_row_cycles.data) + __pyx_t_14)) ))));
+  __pyx_t_15 = 0;
+  __pyx_v_s.path_row_cycles = (&(*((double const  *) ( /* dim=0 */ ((char *) (((double const  *) __pyx_v_path_row_cycles.data) + __pyx_t_15)) ))));
 
-  /* "pypto/sim/_engine.pyx":544
+  /* "pypto/sim/_engine.pyx":616
  *     s.path_min_burst = &path_min_burst[0]
  *     s.path_row_cycles = &path_row_cycles[0]
  *     s.bases = &bases[0] if bases.shape[0] else NULL             # <<<<<<<<<<<<<<
  *     s.nsym = bases.shape[0]
  *     s.clock = s.server_free = s.l2_hit_bytes = s.gm_read_bytes = s.gm_write_bytes = 0
 */
-  __pyx_t_16 = ((__pyx_v_bases.shape[0]) != 0);
+  __pyx_t_14 = ((__pyx_v_bases.shape[0]) != 0);
 
-  if (__pyx_t_16) {
-    __pyx_t_14 = 0;
+  if (__pyx_t_14) {
+    __pyx_t_15 = 0;
 
-    __pyx_t_15 = (&(*((int64_t const  *) ( /* dim=0 */ ((char *) (((int64_t const  *) __pyx_v_bases.data) + __pyx_t_14)) ))));
+    __pyx_t_16 = (&(*((int64_t const  *) ( /* dim=0 */ ((char *) (((int64_t const  *) __pyx_v_bases.data) + __pyx_t_15)) ))));
   } else {
 
-    __pyx_t_15 = NULL;
+    __pyx_t_16 = NULL;
   }
 
-  __pyx_v_s.bases = __pyx_t_15;
+  __pyx_v_s.bases = __pyx_t_16;
 
-  /* "pypto/sim/_engine.pyx":545
+  /* "pypto/sim/_engine.pyx":617
  *     s.path_row_cycles = &path_row_cycles[0]
  *     s.bases = &bases[0] if bases.shape[0] else NULL
  *     s.nsym = bases.shape[0]             # <<<<<<<<<<<<<<
@@ -25684,7 +26121,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   __pyx_v_s.nsym = (__pyx_v_bases.shape[0]);
 
-  /* "pypto/sim/_engine.pyx":546
+  /* "pypto/sim/_engine.pyx":618
  *     s.bases = &bases[0] if bases.shape[0] else NULL
  *     s.nsym = bases.shape[0]
  *     s.clock = s.server_free = s.l2_hit_bytes = s.gm_read_bytes = s.gm_write_bytes = 0             # <<<<<<<<<<<<<<
@@ -25697,18 +26134,18 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
   __pyx_v_s.gm_read_bytes = 0;
   __pyx_v_s.gm_write_bytes = 0;
 
-  /* "pypto/sim/_engine.pyx":547
+  /* "pypto/sim/_engine.pyx":619
  *     s.nsym = bases.shape[0]
  *     s.clock = s.server_free = s.l2_hit_bytes = s.gm_read_bytes = s.gm_write_bytes = 0
  *     s.path_bytes = &path_bytes[0, 0]             # <<<<<<<<<<<<<<
  *     qd = s.queue_depth
  * 
 */
-  __pyx_t_14 = 0;
+  __pyx_t_15 = 0;
   __pyx_t_17 = 0;
-  __pyx_v_s.path_bytes = (&(*((int64_t *) ( /* dim=1 */ ((char *) (((int64_t *) ( /* dim=0 */ (__pyx_v_path_bytes.data + __pyx_t_14 * __pyx_v_path_bytes.strides[0]) )) + __pyx_t_17)) ))));
+  __pyx_v_s.path_bytes = (&(*((int64_t *) ( /* dim=1 */ ((char *) (((int64_t *) ( /* dim=0 */ (__pyx_v_path_bytes.data + __pyx_t_15 * __pyx_v_path_bytes.strides[0]) )) + __pyx_t_17)) ))));
 
-  /* "pypto/sim/_engine.pyx":548
+  /* "pypto/sim/_engine.pyx":620
  *     s.clock = s.server_free = s.l2_hit_bytes = s.gm_read_bytes = s.gm_write_bytes = 0
  *     s.path_bytes = &path_bytes[0, 0]
  *     qd = s.queue_depth             # <<<<<<<<<<<<<<
@@ -25719,46 +26156,46 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 
   __pyx_v_qd = __pyx_t_12;
 
-  /* "pypto/sim/_engine.pyx":551
+  /* "pypto/sim/_engine.pyx":623
  * 
  *     # per-core arrays, one block of int64 (freed at the end)
  *     cdef int64_t* mem = <int64_t*>malloc(             # <<<<<<<<<<<<<<
- *         sizeof(int64_t) * (ncores * (7 + 4 * NPIPES + NPIPES * qd) + 3 * NKEYS + 1))
+ *         sizeof(int64_t) * (ncores * (7 + 5 * NPIPES + NPIPES * qd) + 3 * NKEYS + 1))
  *     if mem == NULL:
 */
-  __pyx_v_mem = ((int64_t *)malloc(((sizeof(int64_t)) * (((__pyx_v_ncores * ((7 + (4 * __pyx_e_5pypto_3sim_7_engine_NPIPES)) + (__pyx_e_5pypto_3sim_7_engine_NPIPES * __pyx_v_qd))) + (3 * __pyx_e_5pypto_3sim_7_engine_NKEYS)) + 1))));
+  __pyx_v_mem = ((int64_t *)malloc(((sizeof(int64_t)) * (((__pyx_v_ncores * ((7 + (5 * __pyx_e_5pypto_3sim_7_engine_NPIPES)) + (__pyx_e_5pypto_3sim_7_engine_NPIPES * __pyx_v_qd))) + (3 * __pyx_e_5pypto_3sim_7_engine_NKEYS)) + 1))));
 
-  /* "pypto/sim/_engine.pyx":553
+  /* "pypto/sim/_engine.pyx":625
  *     cdef int64_t* mem = <int64_t*>malloc(
- *         sizeof(int64_t) * (ncores * (7 + 4 * NPIPES + NPIPES * qd) + 3 * NKEYS + 1))
+ *         sizeof(int64_t) * (ncores * (7 + 5 * NPIPES + NPIPES * qd) + 3 * NKEYS + 1))
  *     if mem == NULL:             # <<<<<<<<<<<<<<
  *         raise MemoryError()
  *     cdef const Instr** code = <const Instr**>malloc(sizeof(Instr*) * (ncores + 1))
 */
-  __pyx_t_16 = (__pyx_v_mem == NULL);
+  __pyx_t_14 = (__pyx_v_mem == NULL);
 
-  if (unlikely(__pyx_t_16)) {
+  if (unlikely(__pyx_t_14)) {
 
 
-    /* "pypto/sim/_engine.pyx":554
- *         sizeof(int64_t) * (ncores * (7 + 4 * NPIPES + NPIPES * qd) + 3 * NKEYS + 1))
+    /* "pypto/sim/_engine.pyx":626
+ *         sizeof(int64_t) * (ncores * (7 + 5 * NPIPES + NPIPES * qd) + 3 * NKEYS + 1))
  *     if mem == NULL:
  *         raise MemoryError()             # <<<<<<<<<<<<<<
  *     cdef const Instr** code = <const Instr**>malloc(sizeof(Instr*) * (ncores + 1))
  *     if code == NULL:
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 554, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 626, __pyx_L1_error)
 
-    /* "pypto/sim/_engine.pyx":553
+    /* "pypto/sim/_engine.pyx":625
  *     cdef int64_t* mem = <int64_t*>malloc(
- *         sizeof(int64_t) * (ncores * (7 + 4 * NPIPES + NPIPES * qd) + 3 * NKEYS + 1))
+ *         sizeof(int64_t) * (ncores * (7 + 5 * NPIPES + NPIPES * qd) + 3 * NKEYS + 1))
  *     if mem == NULL:             # <<<<<<<<<<<<<<
  *         raise MemoryError()
  *     cdef const Instr** code = <const Instr**>malloc(sizeof(Instr*) * (ncores + 1))
 */
   }
 
-  /* "pypto/sim/_engine.pyx":555
+  /* "pypto/sim/_engine.pyx":627
  *     if mem == NULL:
  *         raise MemoryError()
  *     cdef const Instr** code = <const Instr**>malloc(sizeof(Instr*) * (ncores + 1))             # <<<<<<<<<<<<<<
@@ -25767,19 +26204,19 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   __pyx_v_code = ((struct __pyx_t_5pypto_3sim_7_engine_Instr const **)malloc(((sizeof(struct __pyx_t_5pypto_3sim_7_engine_Instr *)) * (__pyx_v_ncores + 1))));
 
-  /* "pypto/sim/_engine.pyx":556
+  /* "pypto/sim/_engine.pyx":628
  *         raise MemoryError()
  *     cdef const Instr** code = <const Instr**>malloc(sizeof(Instr*) * (ncores + 1))
  *     if code == NULL:             # <<<<<<<<<<<<<<
  *         free(mem)
  *         raise MemoryError()
 */
-  __pyx_t_16 = (__pyx_v_code == NULL);
+  __pyx_t_14 = (__pyx_v_code == NULL);
 
-  if (unlikely(__pyx_t_16)) {
+  if (unlikely(__pyx_t_14)) {
 
 
-    /* "pypto/sim/_engine.pyx":557
+    /* "pypto/sim/_engine.pyx":629
  *     cdef const Instr** code = <const Instr**>malloc(sizeof(Instr*) * (ncores + 1))
  *     if code == NULL:
  *         free(mem)             # <<<<<<<<<<<<<<
@@ -25788,16 +26225,16 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
     free(__pyx_v_mem);
 
-    /* "pypto/sim/_engine.pyx":558
+    /* "pypto/sim/_engine.pyx":630
  *     if code == NULL:
  *         free(mem)
  *         raise MemoryError()             # <<<<<<<<<<<<<<
  *     cdef int64_t* length = mem
  *     cdef int64_t* offset = length + ncores
 */
-    PyErr_NoMemory(); __PYX_ERR(0, 558, __pyx_L1_error)
+    PyErr_NoMemory(); __PYX_ERR(0, 630, __pyx_L1_error)
 
-    /* "pypto/sim/_engine.pyx":556
+    /* "pypto/sim/_engine.pyx":628
  *         raise MemoryError()
  *     cdef const Instr** code = <const Instr**>malloc(sizeof(Instr*) * (ncores + 1))
  *     if code == NULL:             # <<<<<<<<<<<<<<
@@ -25806,7 +26243,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   }
 
-  /* "pypto/sim/_engine.pyx":559
+  /* "pypto/sim/_engine.pyx":631
  *         free(mem)
  *         raise MemoryError()
  *     cdef int64_t* length = mem             # <<<<<<<<<<<<<<
@@ -25815,7 +26252,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   __pyx_v_length = __pyx_v_mem;
 
-  /* "pypto/sim/_engine.pyx":560
+  /* "pypto/sim/_engine.pyx":632
  *         raise MemoryError()
  *     cdef int64_t* length = mem
  *     cdef int64_t* offset = length + ncores             # <<<<<<<<<<<<<<
@@ -25824,7 +26261,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   __pyx_v_offset = (__pyx_v_length + __pyx_v_ncores);
 
-  /* "pypto/sim/_engine.pyx":561
+  /* "pypto/sim/_engine.pyx":633
  *     cdef int64_t* length = mem
  *     cdef int64_t* offset = length + ncores
  *     cdef int64_t* pcs = offset + ncores             # <<<<<<<<<<<<<<
@@ -25833,7 +26270,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   __pyx_v_pcs = (__pyx_v_offset + __pyx_v_ncores);
 
-  /* "pypto/sim/_engine.pyx":562
+  /* "pypto/sim/_engine.pyx":634
  *     cdef int64_t* offset = length + ncores
  *     cdef int64_t* pcs = offset + ncores
  *     cdef int64_t* last_issue = pcs + ncores             # <<<<<<<<<<<<<<
@@ -25842,7 +26279,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   __pyx_v_last_issue = (__pyx_v_pcs + __pyx_v_ncores);
 
-  /* "pypto/sim/_engine.pyx":563
+  /* "pypto/sim/_engine.pyx":635
  *     cdef int64_t* pcs = offset + ncores
  *     cdef int64_t* last_issue = pcs + ncores
  *     cdef int64_t* core_end = last_issue + ncores             # <<<<<<<<<<<<<<
@@ -25851,7 +26288,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   __pyx_v_core_end = (__pyx_v_last_issue + __pyx_v_ncores);
 
-  /* "pypto/sim/_engine.pyx":564
+  /* "pypto/sim/_engine.pyx":636
  *     cdef int64_t* last_issue = pcs + ncores
  *     cdef int64_t* core_end = last_issue + ncores
  *     cdef int64_t* ht = core_end + ncores             # <<<<<<<<<<<<<<
@@ -25860,7 +26297,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   __pyx_v_ht = (__pyx_v_core_end + __pyx_v_ncores);
 
-  /* "pypto/sim/_engine.pyx":565
+  /* "pypto/sim/_engine.pyx":637
  *     cdef int64_t* core_end = last_issue + ncores
  *     cdef int64_t* ht = core_end + ncores
  *     cdef int64_t* hc = ht + ncores             # <<<<<<<<<<<<<<
@@ -25869,7 +26306,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   __pyx_v_hc = (__pyx_v_ht + __pyx_v_ncores);
 
-  /* "pypto/sim/_engine.pyx":566
+  /* "pypto/sim/_engine.pyx":638
  *     cdef int64_t* ht = core_end + ncores
  *     cdef int64_t* hc = ht + ncores
  *     cdef int64_t* pipe_free = hc + ncores             # <<<<<<<<<<<<<<
@@ -25878,44 +26315,53 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   __pyx_v_pipe_free = (__pyx_v_hc + __pyx_v_ncores);
 
-  /* "pypto/sim/_engine.pyx":567
+  /* "pypto/sim/_engine.pyx":639
  *     cdef int64_t* hc = ht + ncores
  *     cdef int64_t* pipe_free = hc + ncores
  *     cdef int64_t* pipe_done = pipe_free + ncores * NPIPES             # <<<<<<<<<<<<<<
  *     cdef int64_t* queued = pipe_done + ncores * NPIPES      # starts so far, per pipe
- *     cdef int64_t* busy = queued + ncores * NPIPES
+ *     cdef int64_t* ring_pos = queued + ncores * NPIPES       # where the next start goes
 */
   __pyx_v_pipe_done = (__pyx_v_pipe_free + (__pyx_v_ncores * __pyx_e_5pypto_3sim_7_engine_NPIPES));
 
-  /* "pypto/sim/_engine.pyx":568
+  /* "pypto/sim/_engine.pyx":640
  *     cdef int64_t* pipe_free = hc + ncores
  *     cdef int64_t* pipe_done = pipe_free + ncores * NPIPES
  *     cdef int64_t* queued = pipe_done + ncores * NPIPES      # starts so far, per pipe             # <<<<<<<<<<<<<<
- *     cdef int64_t* busy = queued + ncores * NPIPES
- *     cdef int64_t* ring = busy + ncores * NPIPES              # the last qd starts, per pipe
+ *     cdef int64_t* ring_pos = queued + ncores * NPIPES       # where the next start goes
+ *     cdef int64_t* busy = ring_pos + ncores * NPIPES
 */
   __pyx_v_queued = (__pyx_v_pipe_done + (__pyx_v_ncores * __pyx_e_5pypto_3sim_7_engine_NPIPES));
 
-  /* "pypto/sim/_engine.pyx":569
+  /* "pypto/sim/_engine.pyx":641
  *     cdef int64_t* pipe_done = pipe_free + ncores * NPIPES
  *     cdef int64_t* queued = pipe_done + ncores * NPIPES      # starts so far, per pipe
- *     cdef int64_t* busy = queued + ncores * NPIPES             # <<<<<<<<<<<<<<
+ *     cdef int64_t* ring_pos = queued + ncores * NPIPES       # where the next start goes             # <<<<<<<<<<<<<<
+ *     cdef int64_t* busy = ring_pos + ncores * NPIPES
+ *     cdef int64_t* ring = busy + ncores * NPIPES              # the last qd starts, per pipe
+*/
+  __pyx_v_ring_pos = (__pyx_v_queued + (__pyx_v_ncores * __pyx_e_5pypto_3sim_7_engine_NPIPES));
+
+  /* "pypto/sim/_engine.pyx":642
+ *     cdef int64_t* queued = pipe_done + ncores * NPIPES      # starts so far, per pipe
+ *     cdef int64_t* ring_pos = queued + ncores * NPIPES       # where the next start goes
+ *     cdef int64_t* busy = ring_pos + ncores * NPIPES             # <<<<<<<<<<<<<<
  *     cdef int64_t* ring = busy + ncores * NPIPES              # the last qd starts, per pipe
  *     cdef int64_t* head = ring + ncores * NPIPES * qd
 */
-  __pyx_v_busy = (__pyx_v_queued + (__pyx_v_ncores * __pyx_e_5pypto_3sim_7_engine_NPIPES));
+  __pyx_v_busy = (__pyx_v_ring_pos + (__pyx_v_ncores * __pyx_e_5pypto_3sim_7_engine_NPIPES));
 
-  /* "pypto/sim/_engine.pyx":570
- *     cdef int64_t* queued = pipe_done + ncores * NPIPES      # starts so far, per pipe
- *     cdef int64_t* busy = queued + ncores * NPIPES
+  /* "pypto/sim/_engine.pyx":643
+ *     cdef int64_t* ring_pos = queued + ncores * NPIPES       # where the next start goes
+ *     cdef int64_t* busy = ring_pos + ncores * NPIPES
  *     cdef int64_t* ring = busy + ncores * NPIPES              # the last qd starts, per pipe             # <<<<<<<<<<<<<<
  *     cdef int64_t* head = ring + ncores * NPIPES * qd
  *     cdef int64_t* tail = head + NKEYS
 */
   __pyx_v_ring = (__pyx_v_busy + (__pyx_v_ncores * __pyx_e_5pypto_3sim_7_engine_NPIPES));
 
-  /* "pypto/sim/_engine.pyx":571
- *     cdef int64_t* busy = queued + ncores * NPIPES
+  /* "pypto/sim/_engine.pyx":644
+ *     cdef int64_t* busy = ring_pos + ncores * NPIPES
  *     cdef int64_t* ring = busy + ncores * NPIPES              # the last qd starts, per pipe
  *     cdef int64_t* head = ring + ncores * NPIPES * qd             # <<<<<<<<<<<<<<
  *     cdef int64_t* tail = head + NKEYS
@@ -25923,7 +26369,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   __pyx_v_head = (__pyx_v_ring + ((__pyx_v_ncores * __pyx_e_5pypto_3sim_7_engine_NPIPES) * __pyx_v_qd));
 
-  /* "pypto/sim/_engine.pyx":572
+  /* "pypto/sim/_engine.pyx":645
  *     cdef int64_t* ring = busy + ncores * NPIPES              # the last qd starts, per pipe
  *     cdef int64_t* head = ring + ncores * NPIPES * qd
  *     cdef int64_t* tail = head + NKEYS             # <<<<<<<<<<<<<<
@@ -25932,7 +26378,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   __pyx_v_tail = (__pyx_v_head + __pyx_e_5pypto_3sim_7_engine_NKEYS);
 
-  /* "pypto/sim/_engine.pyx":573
+  /* "pypto/sim/_engine.pyx":646
  *     cdef int64_t* head = ring + ncores * NPIPES * qd
  *     cdef int64_t* tail = head + NKEYS
  *     cdef int64_t* owner = tail + NKEYS             # <<<<<<<<<<<<<<
@@ -25941,7 +26387,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   __pyx_v_owner = (__pyx_v_tail + __pyx_e_5pypto_3sim_7_engine_NKEYS);
 
-  /* "pypto/sim/_engine.pyx":575
+  /* "pypto/sim/_engine.pyx":648
  *     cdef int64_t* owner = tail + NKEYS
  * 
  *     try:             # <<<<<<<<<<<<<<
@@ -25950,7 +26396,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
   /*try:*/ {
 
-    /* "pypto/sim/_engine.pyx":576
+    /* "pypto/sim/_engine.pyx":649
  * 
  *     try:
  *         for c in range(ncores):             # <<<<<<<<<<<<<<
@@ -25964,7 +26410,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
     for (__pyx_t_19 = 0; __pyx_t_19 < __pyx_t_18; __pyx_t_19+=1) {
       __pyx_v_c = __pyx_t_19;
 
-      /* "pypto/sim/_engine.pyx":577
+      /* "pypto/sim/_engine.pyx":650
  *     try:
  *         for c in range(ncores):
  *             arr = cores[c]             # <<<<<<<<<<<<<<
@@ -25973,15 +26419,15 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
       if (unlikely(__pyx_v_cores == Py_None)) {
         PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
-        __PYX_ERR(0, 577, __pyx_L6_error)
+        __PYX_ERR(0, 650, __pyx_L9_error)
       }
       __pyx_t_1 = __Pyx_PyList_GET_ITEM(__pyx_v_cores, __pyx_v_c);
       __Pyx_INCREF(__pyx_t_1);
-      if (!(likely(((__pyx_t_1) == Py_None) || likely(__Pyx_TypeTest(__pyx_t_1, __pyx_mstate_global->__pyx_ptype_5numpy_ndarray))))) __PYX_ERR(0, 577, __pyx_L6_error)
+      if (!(likely(((__pyx_t_1) == Py_None) || likely(__Pyx_TypeTest(__pyx_t_1, __pyx_mstate_global->__pyx_ptype_5numpy_ndarray))))) __PYX_ERR(0, 650, __pyx_L9_error)
       __Pyx_XDECREF_SET(__pyx_v_arr, ((PyArrayObject *)__pyx_t_1));
       __pyx_t_1 = 0;
 
-      /* "pypto/sim/_engine.pyx":578
+      /* "pypto/sim/_engine.pyx":651
  *         for c in range(ncores):
  *             arr = cores[c]
  *             length[c] = arr.shape[0]             # <<<<<<<<<<<<<<
@@ -25990,7 +26436,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
       (__pyx_v_length[__pyx_v_c]) = (__pyx_f_5numpy_7ndarray_5shape___get__(__pyx_v_arr)[0]);
 
-      /* "pypto/sim/_engine.pyx":579
+      /* "pypto/sim/_engine.pyx":652
  *             arr = cores[c]
  *             length[c] = arr.shape[0]
  *             offset[c] = total             # <<<<<<<<<<<<<<
@@ -25999,7 +26445,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
       (__pyx_v_offset[__pyx_v_c]) = __pyx_v_total;
 
-      /* "pypto/sim/_engine.pyx":580
+      /* "pypto/sim/_engine.pyx":653
  *             length[c] = arr.shape[0]
  *             offset[c] = total
  *             total += length[c]             # <<<<<<<<<<<<<<
@@ -26008,7 +26454,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
       __pyx_v_total = (__pyx_v_total + (__pyx_v_length[__pyx_v_c]));
 
-      /* "pypto/sim/_engine.pyx":581
+      /* "pypto/sim/_engine.pyx":654
  *             offset[c] = total
  *             total += length[c]
  *             code[c] = <const Instr*>cnp.PyArray_DATA(arr)             # <<<<<<<<<<<<<<
@@ -26019,28 +26465,28 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
     }
 
 
-    /* "pypto/sim/_engine.pyx":582
+    /* "pypto/sim/_engine.pyx":655
  *             total += length[c]
  *             code[c] = <const Instr*>cnp.PyArray_DATA(arr)
  *         if trace is not None:             # <<<<<<<<<<<<<<
  *             trace_ptr = <TraceRec*>cnp.PyArray_DATA(trace)
  *         link_arr = np.empty(total, dtype=np.int64)     # pages touched only where used
 */
-    __pyx_t_16 = (__pyx_v_trace != Py_None);
-    if (__pyx_t_16) {
+    __pyx_t_14 = (__pyx_v_trace != Py_None);
+    if (__pyx_t_14) {
 
 
-      /* "pypto/sim/_engine.pyx":583
+      /* "pypto/sim/_engine.pyx":656
  *             code[c] = <const Instr*>cnp.PyArray_DATA(arr)
  *         if trace is not None:
  *             trace_ptr = <TraceRec*>cnp.PyArray_DATA(trace)             # <<<<<<<<<<<<<<
  *         link_arr = np.empty(total, dtype=np.int64)     # pages touched only where used
  *         raised_arr = np.empty(total, dtype=np.int64)
 */
-      if (!(likely(((__pyx_v_trace) == Py_None) || likely(__Pyx_TypeTest(__pyx_v_trace, __pyx_mstate_global->__pyx_ptype_5numpy_ndarray))))) __PYX_ERR(0, 583, __pyx_L6_error)
+      if (!(likely(((__pyx_v_trace) == Py_None) || likely(__Pyx_TypeTest(__pyx_v_trace, __pyx_mstate_global->__pyx_ptype_5numpy_ndarray))))) __PYX_ERR(0, 656, __pyx_L9_error)
       __pyx_v_trace_ptr = ((struct __pyx_t_5pypto_3sim_7_engine_TraceRec *)PyArray_DATA(((PyArrayObject *)__pyx_v_trace)));
 
-      /* "pypto/sim/_engine.pyx":582
+      /* "pypto/sim/_engine.pyx":655
  *             total += length[c]
  *             code[c] = <const Instr*>cnp.PyArray_DATA(arr)
  *         if trace is not None:             # <<<<<<<<<<<<<<
@@ -26049,7 +26495,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
     }
 
-    /* "pypto/sim/_engine.pyx":584
+    /* "pypto/sim/_engine.pyx":657
  *         if trace is not None:
  *             trace_ptr = <TraceRec*>cnp.PyArray_DATA(trace)
  *         link_arr = np.empty(total, dtype=np.int64)     # pages touched only where used             # <<<<<<<<<<<<<<
@@ -26057,16 +26503,16 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
  *         l2_arr = np.zeros(2 * L2_WAYS * s.sets, dtype=np.int64)
 */
     __pyx_t_20 = NULL;
-    __Pyx_GetModuleGlobalName(__pyx_t_21, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_21)) __PYX_ERR(0, 584, __pyx_L6_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_21, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_21)) __PYX_ERR(0, 657, __pyx_L9_error)
     __Pyx_GOTREF(__pyx_t_21);
-    __pyx_t_22 = __Pyx_PyObject_GetAttrStr(__pyx_t_21, __pyx_mstate_global->__pyx_n_u_empty); if (unlikely(!__pyx_t_22)) __PYX_ERR(0, 584, __pyx_L6_error)
+    __pyx_t_22 = __Pyx_PyObject_GetAttrStr(__pyx_t_21, __pyx_mstate_global->__pyx_n_u_empty); if (unlikely(!__pyx_t_22)) __PYX_ERR(0, 657, __pyx_L9_error)
     __Pyx_GOTREF(__pyx_t_22);
     __Pyx_DECREF(__pyx_t_21); __pyx_t_21 = 0;
-    __pyx_t_21 = __Pyx_PyLong_From_int64_t(__pyx_v_total); if (unlikely(!__pyx_t_21)) __PYX_ERR(0, 584, __pyx_L6_error)
+    __pyx_t_21 = __Pyx_PyLong_From_int64_t(__pyx_v_total); if (unlikely(!__pyx_t_21)) __PYX_ERR(0, 657, __pyx_L9_error)
     __Pyx_GOTREF(__pyx_t_21);
-    __Pyx_GetModuleGlobalName(__pyx_t_23, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_23)) __PYX_ERR(0, 584, __pyx_L6_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_23, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_23)) __PYX_ERR(0, 657, __pyx_L9_error)
     __Pyx_GOTREF(__pyx_t_23);
-    __pyx_t_24 = __Pyx_PyObject_GetAttrStr(__pyx_t_23, __pyx_mstate_global->__pyx_n_u_int64); if (unlikely(!__pyx_t_24)) __PYX_ERR(0, 584, __pyx_L6_error)
+    __pyx_t_24 = __Pyx_PyObject_GetAttrStr(__pyx_t_23, __pyx_mstate_global->__pyx_n_u_int64); if (unlikely(!__pyx_t_24)) __PYX_ERR(0, 657, __pyx_L9_error)
     __Pyx_GOTREF(__pyx_t_24);
     __Pyx_DECREF(__pyx_t_23); __pyx_t_23 = 0;
     #if CYTHON_VECTORCALL
@@ -26087,13 +26533,13 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
       PyObject *__pyx_callargs[3] = {__pyx_t_20, __pyx_t_21, __pyx_t_24};
       #if CYTHON_VECTORCALL
       __pyx_t_23 = __pyx_mstate_global->__pyx_tuple[2];
-      if (unlikely(!__pyx_t_23)) __PYX_ERR(0, 584, __pyx_L6_error)
+      if (unlikely(!__pyx_t_23)) __PYX_ERR(0, 657, __pyx_L9_error)
       __Pyx_INCREF(__pyx_t_23);
       #else
       {
         PyObject *__pyx_temp[1] = {__pyx_mstate_global->__pyx_n_u_dtype};
         __pyx_t_23 = __Pyx_MakeKwargDict(__pyx_temp, __pyx_callargs+2, 1);
-        if (unlikely(!__pyx_t_23)) __PYX_ERR(0, 584, __pyx_L6_error)
+        if (unlikely(!__pyx_t_23)) __PYX_ERR(0, 657, __pyx_L9_error)
         __Pyx_GOTREF(__pyx_t_23);
       }
       #endif
@@ -26105,14 +26551,14 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
       __Pyx_DECREF(__pyx_t_24); __pyx_t_24 = 0;
       __Pyx_DECREF(__pyx_t_23); __pyx_t_23 = 0;
       __Pyx_DECREF(__pyx_t_22); __pyx_t_22 = 0;
-      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 584, __pyx_L6_error)
+      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 657, __pyx_L9_error)
       __Pyx_GOTREF(__pyx_t_1);
     }
-    if (!(likely(((__pyx_t_1) == Py_None) || likely(__Pyx_TypeTest(__pyx_t_1, __pyx_mstate_global->__pyx_ptype_5numpy_ndarray))))) __PYX_ERR(0, 584, __pyx_L6_error)
+    if (!(likely(((__pyx_t_1) == Py_None) || likely(__Pyx_TypeTest(__pyx_t_1, __pyx_mstate_global->__pyx_ptype_5numpy_ndarray))))) __PYX_ERR(0, 657, __pyx_L9_error)
     __pyx_v_link_arr = ((PyArrayObject *)__pyx_t_1);
     __pyx_t_1 = 0;
 
-    /* "pypto/sim/_engine.pyx":585
+    /* "pypto/sim/_engine.pyx":658
  *             trace_ptr = <TraceRec*>cnp.PyArray_DATA(trace)
  *         link_arr = np.empty(total, dtype=np.int64)     # pages touched only where used
  *         raised_arr = np.empty(total, dtype=np.int64)             # <<<<<<<<<<<<<<
@@ -26120,16 +26566,16 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
  *         s.l2 = <int64_t*>cnp.PyArray_DATA(l2_arr)
 */
     __pyx_t_22 = NULL;
-    __Pyx_GetModuleGlobalName(__pyx_t_23, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_23)) __PYX_ERR(0, 585, __pyx_L6_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_23, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_23)) __PYX_ERR(0, 658, __pyx_L9_error)
     __Pyx_GOTREF(__pyx_t_23);
-    __pyx_t_24 = __Pyx_PyObject_GetAttrStr(__pyx_t_23, __pyx_mstate_global->__pyx_n_u_empty); if (unlikely(!__pyx_t_24)) __PYX_ERR(0, 585, __pyx_L6_error)
+    __pyx_t_24 = __Pyx_PyObject_GetAttrStr(__pyx_t_23, __pyx_mstate_global->__pyx_n_u_empty); if (unlikely(!__pyx_t_24)) __PYX_ERR(0, 658, __pyx_L9_error)
     __Pyx_GOTREF(__pyx_t_24);
     __Pyx_DECREF(__pyx_t_23); __pyx_t_23 = 0;
-    __pyx_t_23 = __Pyx_PyLong_From_int64_t(__pyx_v_total); if (unlikely(!__pyx_t_23)) __PYX_ERR(0, 585, __pyx_L6_error)
+    __pyx_t_23 = __Pyx_PyLong_From_int64_t(__pyx_v_total); if (unlikely(!__pyx_t_23)) __PYX_ERR(0, 658, __pyx_L9_error)
     __Pyx_GOTREF(__pyx_t_23);
-    __Pyx_GetModuleGlobalName(__pyx_t_21, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_21)) __PYX_ERR(0, 585, __pyx_L6_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_21, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_21)) __PYX_ERR(0, 658, __pyx_L9_error)
     __Pyx_GOTREF(__pyx_t_21);
-    __pyx_t_20 = __Pyx_PyObject_GetAttrStr(__pyx_t_21, __pyx_mstate_global->__pyx_n_u_int64); if (unlikely(!__pyx_t_20)) __PYX_ERR(0, 585, __pyx_L6_error)
+    __pyx_t_20 = __Pyx_PyObject_GetAttrStr(__pyx_t_21, __pyx_mstate_global->__pyx_n_u_int64); if (unlikely(!__pyx_t_20)) __PYX_ERR(0, 658, __pyx_L9_error)
     __Pyx_GOTREF(__pyx_t_20);
     __Pyx_DECREF(__pyx_t_21); __pyx_t_21 = 0;
     #if CYTHON_VECTORCALL
@@ -26150,13 +26596,13 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
       PyObject *__pyx_callargs[3] = {__pyx_t_22, __pyx_t_23, __pyx_t_20};
       #if CYTHON_VECTORCALL
       __pyx_t_21 = __pyx_mstate_global->__pyx_tuple[2];
-      if (unlikely(!__pyx_t_21)) __PYX_ERR(0, 585, __pyx_L6_error)
+      if (unlikely(!__pyx_t_21)) __PYX_ERR(0, 658, __pyx_L9_error)
       __Pyx_INCREF(__pyx_t_21);
       #else
       {
         PyObject *__pyx_temp[1] = {__pyx_mstate_global->__pyx_n_u_dtype};
         __pyx_t_21 = __Pyx_MakeKwargDict(__pyx_temp, __pyx_callargs+2, 1);
-        if (unlikely(!__pyx_t_21)) __PYX_ERR(0, 585, __pyx_L6_error)
+        if (unlikely(!__pyx_t_21)) __PYX_ERR(0, 658, __pyx_L9_error)
         __Pyx_GOTREF(__pyx_t_21);
       }
       #endif
@@ -26168,14 +26614,14 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
       __Pyx_DECREF(__pyx_t_20); __pyx_t_20 = 0;
       __Pyx_DECREF(__pyx_t_21); __pyx_t_21 = 0;
       __Pyx_DECREF(__pyx_t_24); __pyx_t_24 = 0;
-      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 585, __pyx_L6_error)
+      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 658, __pyx_L9_error)
       __Pyx_GOTREF(__pyx_t_1);
     }
-    if (!(likely(((__pyx_t_1) == Py_None) || likely(__Pyx_TypeTest(__pyx_t_1, __pyx_mstate_global->__pyx_ptype_5numpy_ndarray))))) __PYX_ERR(0, 585, __pyx_L6_error)
+    if (!(likely(((__pyx_t_1) == Py_None) || likely(__Pyx_TypeTest(__pyx_t_1, __pyx_mstate_global->__pyx_ptype_5numpy_ndarray))))) __PYX_ERR(0, 658, __pyx_L9_error)
     __pyx_v_raised_arr = ((PyArrayObject *)__pyx_t_1);
     __pyx_t_1 = 0;
 
-    /* "pypto/sim/_engine.pyx":586
+    /* "pypto/sim/_engine.pyx":659
  *         link_arr = np.empty(total, dtype=np.int64)     # pages touched only where used
  *         raised_arr = np.empty(total, dtype=np.int64)
  *         l2_arr = np.zeros(2 * L2_WAYS * s.sets, dtype=np.int64)             # <<<<<<<<<<<<<<
@@ -26183,16 +26629,16 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
  *         link = <int64_t*>cnp.PyArray_DATA(link_arr)
 */
     __pyx_t_24 = NULL;
-    __Pyx_GetModuleGlobalName(__pyx_t_21, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_21)) __PYX_ERR(0, 586, __pyx_L6_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_21, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_21)) __PYX_ERR(0, 659, __pyx_L9_error)
     __Pyx_GOTREF(__pyx_t_21);
-    __pyx_t_20 = __Pyx_PyObject_GetAttrStr(__pyx_t_21, __pyx_mstate_global->__pyx_n_u_zeros); if (unlikely(!__pyx_t_20)) __PYX_ERR(0, 586, __pyx_L6_error)
+    __pyx_t_20 = __Pyx_PyObject_GetAttrStr(__pyx_t_21, __pyx_mstate_global->__pyx_n_u_zeros); if (unlikely(!__pyx_t_20)) __PYX_ERR(0, 659, __pyx_L9_error)
     __Pyx_GOTREF(__pyx_t_20);
     __Pyx_DECREF(__pyx_t_21); __pyx_t_21 = 0;
-    __pyx_t_21 = __Pyx_PyLong_From_int64_t(((2 * __pyx_e_5pypto_3sim_7_engine_L2_WAYS) * __pyx_v_s.sets)); if (unlikely(!__pyx_t_21)) __PYX_ERR(0, 586, __pyx_L6_error)
+    __pyx_t_21 = __Pyx_PyLong_From_int64_t(((2 * __pyx_e_5pypto_3sim_7_engine_L2_WAYS) * __pyx_v_s.sets)); if (unlikely(!__pyx_t_21)) __PYX_ERR(0, 659, __pyx_L9_error)
     __Pyx_GOTREF(__pyx_t_21);
-    __Pyx_GetModuleGlobalName(__pyx_t_23, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_23)) __PYX_ERR(0, 586, __pyx_L6_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_23, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_23)) __PYX_ERR(0, 659, __pyx_L9_error)
     __Pyx_GOTREF(__pyx_t_23);
-    __pyx_t_22 = __Pyx_PyObject_GetAttrStr(__pyx_t_23, __pyx_mstate_global->__pyx_n_u_int64); if (unlikely(!__pyx_t_22)) __PYX_ERR(0, 586, __pyx_L6_error)
+    __pyx_t_22 = __Pyx_PyObject_GetAttrStr(__pyx_t_23, __pyx_mstate_global->__pyx_n_u_int64); if (unlikely(!__pyx_t_22)) __PYX_ERR(0, 659, __pyx_L9_error)
     __Pyx_GOTREF(__pyx_t_22);
     __Pyx_DECREF(__pyx_t_23); __pyx_t_23 = 0;
     #if CYTHON_VECTORCALL
@@ -26213,13 +26659,13 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
       PyObject *__pyx_callargs[3] = {__pyx_t_24, __pyx_t_21, __pyx_t_22};
       #if CYTHON_VECTORCALL
       __pyx_t_23 = __pyx_mstate_global->__pyx_tuple[2];
-      if (unlikely(!__pyx_t_23)) __PYX_ERR(0, 586, __pyx_L6_error)
+      if (unlikely(!__pyx_t_23)) __PYX_ERR(0, 659, __pyx_L9_error)
       __Pyx_INCREF(__pyx_t_23);
       #else
       {
         PyObject *__pyx_temp[1] = {__pyx_mstate_global->__pyx_n_u_dtype};
         __pyx_t_23 = __Pyx_MakeKwargDict(__pyx_temp, __pyx_callargs+2, 1);
-        if (unlikely(!__pyx_t_23)) __PYX_ERR(0, 586, __pyx_L6_error)
+        if (unlikely(!__pyx_t_23)) __PYX_ERR(0, 659, __pyx_L9_error)
         __Pyx_GOTREF(__pyx_t_23);
       }
       #endif
@@ -26231,14 +26677,14 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
       __Pyx_DECREF(__pyx_t_22); __pyx_t_22 = 0;
       __Pyx_DECREF(__pyx_t_23); __pyx_t_23 = 0;
       __Pyx_DECREF(__pyx_t_20); __pyx_t_20 = 0;
-      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 586, __pyx_L6_error)
+      if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 659, __pyx_L9_error)
       __Pyx_GOTREF(__pyx_t_1);
     }
-    if (!(likely(((__pyx_t_1) == Py_None) || likely(__Pyx_TypeTest(__pyx_t_1, __pyx_mstate_global->__pyx_ptype_5numpy_ndarray))))) __PYX_ERR(0, 586, __pyx_L6_error)
+    if (!(likely(((__pyx_t_1) == Py_None) || likely(__Pyx_TypeTest(__pyx_t_1, __pyx_mstate_global->__pyx_ptype_5numpy_ndarray))))) __PYX_ERR(0, 659, __pyx_L9_error)
     __pyx_v_l2_arr = ((PyArrayObject *)__pyx_t_1);
     __pyx_t_1 = 0;
 
-    /* "pypto/sim/_engine.pyx":587
+    /* "pypto/sim/_engine.pyx":660
  *         raised_arr = np.empty(total, dtype=np.int64)
  *         l2_arr = np.zeros(2 * L2_WAYS * s.sets, dtype=np.int64)
  *         s.l2 = <int64_t*>cnp.PyArray_DATA(l2_arr)             # <<<<<<<<<<<<<<
@@ -26247,7 +26693,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
     __pyx_v_s.l2 = ((int64_t *)PyArray_DATA(__pyx_v_l2_arr));
 
-    /* "pypto/sim/_engine.pyx":588
+    /* "pypto/sim/_engine.pyx":661
  *         l2_arr = np.zeros(2 * L2_WAYS * s.sets, dtype=np.int64)
  *         s.l2 = <int64_t*>cnp.PyArray_DATA(l2_arr)
  *         link = <int64_t*>cnp.PyArray_DATA(link_arr)             # <<<<<<<<<<<<<<
@@ -26256,7 +26702,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
     __pyx_v_link = ((int64_t *)PyArray_DATA(__pyx_v_link_arr));
 
-    /* "pypto/sim/_engine.pyx":589
+    /* "pypto/sim/_engine.pyx":662
  *         s.l2 = <int64_t*>cnp.PyArray_DATA(l2_arr)
  *         link = <int64_t*>cnp.PyArray_DATA(link_arr)
  *         raised_at = <int64_t*>cnp.PyArray_DATA(raised_arr)             # <<<<<<<<<<<<<<
@@ -26265,7 +26711,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
     __pyx_v_raised_at = ((int64_t *)PyArray_DATA(__pyx_v_raised_arr));
 
-    /* "pypto/sim/_engine.pyx":590
+    /* "pypto/sim/_engine.pyx":663
  *         link = <int64_t*>cnp.PyArray_DATA(link_arr)
  *         raised_at = <int64_t*>cnp.PyArray_DATA(raised_arr)
  *         with nogil:             # <<<<<<<<<<<<<<
@@ -26278,7 +26724,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
         __Pyx_FastGIL_Remember();
         /*try:*/ {
 
-          /* "pypto/sim/_engine.pyx":591
+          /* "pypto/sim/_engine.pyx":664
  *         raised_at = <int64_t*>cnp.PyArray_DATA(raised_arr)
  *         with nogil:
  *             for k in range(NKEYS):             # <<<<<<<<<<<<<<
@@ -26292,7 +26738,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
           for (__pyx_t_12 = 0; __pyx_t_12 < __pyx_t_27; __pyx_t_12+=1) {
             __pyx_v_k = __pyx_t_12;
 
-            /* "pypto/sim/_engine.pyx":592
+            /* "pypto/sim/_engine.pyx":665
  *         with nogil:
  *             for k in range(NKEYS):
  *                 owner[k] = -1             # <<<<<<<<<<<<<<
@@ -26303,7 +26749,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
           }
 
 
-          /* "pypto/sim/_engine.pyx":593
+          /* "pypto/sim/_engine.pyx":666
  *             for k in range(NKEYS):
  *                 owner[k] = -1
  *             err = prepare(&s, code, length, offset, ncores, link, head, tail, owner)             # <<<<<<<<<<<<<<
@@ -26312,19 +26758,19 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
           __pyx_v_err = __pyx_f_5pypto_3sim_7_engine_prepare((&__pyx_v_s), __pyx_v_code, __pyx_v_length, __pyx_v_offset, __pyx_v_ncores, __pyx_v_link, __pyx_v_head, __pyx_v_tail, __pyx_v_owner);
 
-          /* "pypto/sim/_engine.pyx":594
+          /* "pypto/sim/_engine.pyx":667
  *                 owner[k] = -1
  *             err = prepare(&s, code, length, offset, ncores, link, head, tail, owner)
  *             if err >= 0:             # <<<<<<<<<<<<<<
  *                 status = S_USE_REFERENCE
  *             else:
 */
-          __pyx_t_16 = (__pyx_v_err >= 0);
+          __pyx_t_14 = (__pyx_v_err >= 0);
 
-          if (__pyx_t_16) {
+          if (__pyx_t_14) {
 
 
-            /* "pypto/sim/_engine.pyx":595
+            /* "pypto/sim/_engine.pyx":668
  *             err = prepare(&s, code, length, offset, ncores, link, head, tail, owner)
  *             if err >= 0:
  *                 status = S_USE_REFERENCE             # <<<<<<<<<<<<<<
@@ -26333,21 +26779,21 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
             __pyx_v_status = __pyx_e_5pypto_3sim_7_engine_S_USE_REFERENCE;
 
-            /* "pypto/sim/_engine.pyx":594
+            /* "pypto/sim/_engine.pyx":667
  *                 owner[k] = -1
  *             err = prepare(&s, code, length, offset, ncores, link, head, tail, owner)
  *             if err >= 0:             # <<<<<<<<<<<<<<
  *                 status = S_USE_REFERENCE
  *             else:
 */
-            goto __pyx_L16;
+            goto __pyx_L19;
           }
 
-          /* "pypto/sim/_engine.pyx":597
+          /* "pypto/sim/_engine.pyx":670
  *                 status = S_USE_REFERENCE
  *             else:
  *                 for k in range(ncores * NPIPES):             # <<<<<<<<<<<<<<
- *                     pipe_free[k] = pipe_done[k] = queued[k] = busy[k] = 0
+ *                     pipe_free[k] = pipe_done[k] = queued[k] = ring_pos[k] = busy[k] = 0
  *                 for c in range(ncores):
 */
           /*else*/ {
@@ -26358,23 +26804,24 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
             for (__pyx_t_19 = 0; __pyx_t_19 < __pyx_t_18; __pyx_t_19+=1) {
               __pyx_v_k = __pyx_t_19;
 
-              /* "pypto/sim/_engine.pyx":598
+              /* "pypto/sim/_engine.pyx":671
  *             else:
  *                 for k in range(ncores * NPIPES):
- *                     pipe_free[k] = pipe_done[k] = queued[k] = busy[k] = 0             # <<<<<<<<<<<<<<
+ *                     pipe_free[k] = pipe_done[k] = queued[k] = ring_pos[k] = busy[k] = 0             # <<<<<<<<<<<<<<
  *                 for c in range(ncores):
  *                     pcs[c] = 0
 */
               (__pyx_v_pipe_free[__pyx_v_k]) = 0;
               (__pyx_v_pipe_done[__pyx_v_k]) = 0;
               (__pyx_v_queued[__pyx_v_k]) = 0;
+              (__pyx_v_ring_pos[__pyx_v_k]) = 0;
               (__pyx_v_busy[__pyx_v_k]) = 0;
             }
 
 
-            /* "pypto/sim/_engine.pyx":599
+            /* "pypto/sim/_engine.pyx":672
  *                 for k in range(ncores * NPIPES):
- *                     pipe_free[k] = pipe_done[k] = queued[k] = busy[k] = 0
+ *                     pipe_free[k] = pipe_done[k] = queued[k] = ring_pos[k] = busy[k] = 0
  *                 for c in range(ncores):             # <<<<<<<<<<<<<<
  *                     pcs[c] = 0
  *                     last_issue[c] = -1
@@ -26386,8 +26833,8 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
             for (__pyx_t_19 = 0; __pyx_t_19 < __pyx_t_18; __pyx_t_19+=1) {
               __pyx_v_c = __pyx_t_19;
 
-              /* "pypto/sim/_engine.pyx":600
- *                     pipe_free[k] = pipe_done[k] = queued[k] = busy[k] = 0
+              /* "pypto/sim/_engine.pyx":673
+ *                     pipe_free[k] = pipe_done[k] = queued[k] = ring_pos[k] = busy[k] = 0
  *                 for c in range(ncores):
  *                     pcs[c] = 0             # <<<<<<<<<<<<<<
  *                     last_issue[c] = -1
@@ -26395,7 +26842,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
               (__pyx_v_pcs[__pyx_v_c]) = 0;
 
-              /* "pypto/sim/_engine.pyx":601
+              /* "pypto/sim/_engine.pyx":674
  *                 for c in range(ncores):
  *                     pcs[c] = 0
  *                     last_issue[c] = -1             # <<<<<<<<<<<<<<
@@ -26404,7 +26851,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
               (__pyx_v_last_issue[__pyx_v_c]) = -1L;
 
-              /* "pypto/sim/_engine.pyx":602
+              /* "pypto/sim/_engine.pyx":675
  *                     pcs[c] = 0
  *                     last_issue[c] = -1
  *                     core_end[c] = 0             # <<<<<<<<<<<<<<
@@ -26413,19 +26860,19 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
               (__pyx_v_core_end[__pyx_v_c]) = 0;
 
-              /* "pypto/sim/_engine.pyx":603
+              /* "pypto/sim/_engine.pyx":676
  *                     last_issue[c] = -1
  *                     core_end[c] = 0
  *                     if length[c] > 0:             # <<<<<<<<<<<<<<
  *                         ht[heap_n] = 0
  *                         hc[heap_n] = c
 */
-              __pyx_t_16 = ((__pyx_v_length[__pyx_v_c]) > 0);
+              __pyx_t_14 = ((__pyx_v_length[__pyx_v_c]) > 0);
 
-              if (__pyx_t_16) {
+              if (__pyx_t_14) {
 
 
-                /* "pypto/sim/_engine.pyx":604
+                /* "pypto/sim/_engine.pyx":677
  *                     core_end[c] = 0
  *                     if length[c] > 0:
  *                         ht[heap_n] = 0             # <<<<<<<<<<<<<<
@@ -26434,7 +26881,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                 (__pyx_v_ht[__pyx_v_heap_n]) = 0;
 
-                /* "pypto/sim/_engine.pyx":605
+                /* "pypto/sim/_engine.pyx":678
  *                     if length[c] > 0:
  *                         ht[heap_n] = 0
  *                         hc[heap_n] = c             # <<<<<<<<<<<<<<
@@ -26443,7 +26890,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                 (__pyx_v_hc[__pyx_v_heap_n]) = __pyx_v_c;
 
-                /* "pypto/sim/_engine.pyx":606
+                /* "pypto/sim/_engine.pyx":679
  *                         ht[heap_n] = 0
  *                         hc[heap_n] = c
  *                         heap_n += 1             # <<<<<<<<<<<<<<
@@ -26452,7 +26899,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                 __pyx_v_heap_n = (__pyx_v_heap_n + 1);
 
-                /* "pypto/sim/_engine.pyx":603
+                /* "pypto/sim/_engine.pyx":676
  *                     last_issue[c] = -1
  *                     core_end[c] = 0
  *                     if length[c] > 0:             # <<<<<<<<<<<<<<
@@ -26463,7 +26910,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
             }
 
 
-            /* "pypto/sim/_engine.pyx":607
+            /* "pypto/sim/_engine.pyx":680
  *                         hc[heap_n] = c
  *                         heap_n += 1
  *                 while heap_n > 0:             # <<<<<<<<<<<<<<
@@ -26471,12 +26918,12 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
  *                     pc = pcs[c]
 */
             while (1) {
-              __pyx_t_16 = (__pyx_v_heap_n > 0);
+              __pyx_t_14 = (__pyx_v_heap_n > 0);
 
 
-              if (!__pyx_t_16) break;
+              if (!__pyx_t_14) break;
 
-              /* "pypto/sim/_engine.pyx":608
+              /* "pypto/sim/_engine.pyx":681
  *                         heap_n += 1
  *                 while heap_n > 0:
  *                     c = hc[0]             # <<<<<<<<<<<<<<
@@ -26485,7 +26932,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
               __pyx_v_c = (__pyx_v_hc[0]);
 
-              /* "pypto/sim/_engine.pyx":609
+              /* "pypto/sim/_engine.pyx":682
  *                 while heap_n > 0:
  *                     c = hc[0]
  *                     pc = pcs[c]             # <<<<<<<<<<<<<<
@@ -26494,7 +26941,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
               __pyx_v_pc = (__pyx_v_pcs[__pyx_v_c]);
 
-              /* "pypto/sim/_engine.pyx":610
+              /* "pypto/sim/_engine.pyx":683
  *                     c = hc[0]
  *                     pc = pcs[c]
  *                     g = offset[c] + pc             # <<<<<<<<<<<<<<
@@ -26503,7 +26950,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
               __pyx_v_g = ((__pyx_v_offset[__pyx_v_c]) + __pyx_v_pc);
 
-              /* "pypto/sim/_engine.pyx":611
+              /* "pypto/sim/_engine.pyx":684
  *                     pc = pcs[c]
  *                     g = offset[c] + pc
  *                     r = code[c] + pc             # <<<<<<<<<<<<<<
@@ -26512,7 +26959,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
               __pyx_v_r = ((__pyx_v_code[__pyx_v_c]) + __pyx_v_pc);
 
-              /* "pypto/sim/_engine.pyx":612
+              /* "pypto/sim/_engine.pyx":685
  *                     g = offset[c] + pc
  *                     r = code[c] + pc
  *                     p = r.pipe             # <<<<<<<<<<<<<<
@@ -26523,38 +26970,74 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 
               __pyx_v_p = __pyx_t_28;
 
-              /* "pypto/sim/_engine.pyx":613
+              /* "pypto/sim/_engine.pyx":686
  *                     r = code[c] + pc
  *                     p = r.pipe
  *                     k = c * NPIPES + p             # <<<<<<<<<<<<<<
  *                     kind = s.kind[r.op]
- *                     # issue, waiting for a queue slot
+ *                     # this core's next record is read when it comes round again
 */
               __pyx_v_k = ((__pyx_v_c * __pyx_e_5pypto_3sim_7_engine_NPIPES) + __pyx_v_p);
 
-              /* "pypto/sim/_engine.pyx":614
+              /* "pypto/sim/_engine.pyx":687
  *                     p = r.pipe
  *                     k = c * NPIPES + p
  *                     kind = s.kind[r.op]             # <<<<<<<<<<<<<<
- *                     # issue, waiting for a queue slot
- *                     issue = last_issue[c] + 1
+ *                     # this core's next record is read when it comes round again
+ *                     PYPTO_PREFETCH(<const char*>(r + 1))
 */
               __pyx_v_kind = (__pyx_v_s.kind[__pyx_v_r->op]);
 
-              /* "pypto/sim/_engine.pyx":616
+              /* "pypto/sim/_engine.pyx":689
  *                     kind = s.kind[r.op]
+ *                     # this core's next record is read when it comes round again
+ *                     PYPTO_PREFETCH(<const char*>(r + 1))             # <<<<<<<<<<<<<<
+ *                     PYPTO_PREFETCH(<const char*>(r + 1) + 64)
+ *                     PYPTO_PREFETCH(<const char*>(r + 2) - 1)
+*/
+              PYPTO_PREFETCH(((char const *)(__pyx_v_r + 1)));
+
+              /* "pypto/sim/_engine.pyx":690
+ *                     # this core's next record is read when it comes round again
+ *                     PYPTO_PREFETCH(<const char*>(r + 1))
+ *                     PYPTO_PREFETCH(<const char*>(r + 1) + 64)             # <<<<<<<<<<<<<<
+ *                     PYPTO_PREFETCH(<const char*>(r + 2) - 1)
+ *                     PYPTO_PREFETCH(link + g + 1)
+*/
+              PYPTO_PREFETCH((((char const *)(__pyx_v_r + 1)) + 64));
+
+              /* "pypto/sim/_engine.pyx":691
+ *                     PYPTO_PREFETCH(<const char*>(r + 1))
+ *                     PYPTO_PREFETCH(<const char*>(r + 1) + 64)
+ *                     PYPTO_PREFETCH(<const char*>(r + 2) - 1)             # <<<<<<<<<<<<<<
+ *                     PYPTO_PREFETCH(link + g + 1)
+ *                     # issue, waiting for a queue slot
+*/
+              PYPTO_PREFETCH((((char const *)(__pyx_v_r + 2)) - 1));
+
+              /* "pypto/sim/_engine.pyx":692
+ *                     PYPTO_PREFETCH(<const char*>(r + 1) + 64)
+ *                     PYPTO_PREFETCH(<const char*>(r + 2) - 1)
+ *                     PYPTO_PREFETCH(link + g + 1)             # <<<<<<<<<<<<<<
+ *                     # issue, waiting for a queue slot
+ *                     issue = last_issue[c] + 1
+*/
+              PYPTO_PREFETCH(((__pyx_v_link + __pyx_v_g) + 1));
+
+              /* "pypto/sim/_engine.pyx":694
+ *                     PYPTO_PREFETCH(link + g + 1)
  *                     # issue, waiting for a queue slot
  *                     issue = last_issue[c] + 1             # <<<<<<<<<<<<<<
  *                     if p != 0 and queued[k] >= qd:
- *                         slot_free = ring[k * qd + queued[k] % qd]
+ *                         slot_free = ring[k * qd + ring_pos[k]]
 */
               __pyx_v_issue = ((__pyx_v_last_issue[__pyx_v_c]) + 1);
 
-              /* "pypto/sim/_engine.pyx":617
+              /* "pypto/sim/_engine.pyx":695
  *                     # issue, waiting for a queue slot
  *                     issue = last_issue[c] + 1
  *                     if p != 0 and queued[k] >= qd:             # <<<<<<<<<<<<<<
- *                         slot_free = ring[k * qd + queued[k] % qd]
+ *                         slot_free = ring[k * qd + ring_pos[k]]
  *                         if slot_free > issue:
 */
               __pyx_t_29 = (__pyx_v_p != 0);
@@ -26563,52 +27046,52 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 
               } else {
 
-                __pyx_t_16 = __pyx_t_29;
+                __pyx_t_14 = __pyx_t_29;
 
-                goto __pyx_L25_bool_binop_done;
+                goto __pyx_L28_bool_binop_done;
               }
               __pyx_t_29 = ((__pyx_v_queued[__pyx_v_k]) >= __pyx_v_qd);
 
 
-              __pyx_t_16 = __pyx_t_29;
+              __pyx_t_14 = __pyx_t_29;
 
-              __pyx_L25_bool_binop_done:;
-              if (__pyx_t_16) {
+              __pyx_L28_bool_binop_done:;
+              if (__pyx_t_14) {
 
 
-                /* "pypto/sim/_engine.pyx":618
+                /* "pypto/sim/_engine.pyx":696
  *                     issue = last_issue[c] + 1
  *                     if p != 0 and queued[k] >= qd:
- *                         slot_free = ring[k * qd + queued[k] % qd]             # <<<<<<<<<<<<<<
+ *                         slot_free = ring[k * qd + ring_pos[k]]             # <<<<<<<<<<<<<<
  *                         if slot_free > issue:
  *                             queue_stall[c, p] += slot_free - issue
 */
-                __pyx_v_slot_free = (__pyx_v_ring[((__pyx_v_k * __pyx_v_qd) + ((__pyx_v_queued[__pyx_v_k]) % __pyx_v_qd))]);
+                __pyx_v_slot_free = (__pyx_v_ring[((__pyx_v_k * __pyx_v_qd) + (__pyx_v_ring_pos[__pyx_v_k]))]);
 
-                /* "pypto/sim/_engine.pyx":619
+                /* "pypto/sim/_engine.pyx":697
  *                     if p != 0 and queued[k] >= qd:
- *                         slot_free = ring[k * qd + queued[k] % qd]
+ *                         slot_free = ring[k * qd + ring_pos[k]]
  *                         if slot_free > issue:             # <<<<<<<<<<<<<<
  *                             queue_stall[c, p] += slot_free - issue
  *                             issue = slot_free
 */
-                __pyx_t_16 = (__pyx_v_slot_free > __pyx_v_issue);
+                __pyx_t_14 = (__pyx_v_slot_free > __pyx_v_issue);
 
-                if (__pyx_t_16) {
+                if (__pyx_t_14) {
 
 
-                  /* "pypto/sim/_engine.pyx":620
- *                         slot_free = ring[k * qd + queued[k] % qd]
+                  /* "pypto/sim/_engine.pyx":698
+ *                         slot_free = ring[k * qd + ring_pos[k]]
  *                         if slot_free > issue:
  *                             queue_stall[c, p] += slot_free - issue             # <<<<<<<<<<<<<<
  *                             issue = slot_free
  *                     last_issue[c] = issue
 */
                   __pyx_t_17 = __pyx_v_c;
-                  __pyx_t_14 = __pyx_v_p;
-                  *((int64_t *) ( /* dim=1 */ ((char *) (((int64_t *) ( /* dim=0 */ (__pyx_v_queue_stall.data + __pyx_t_17 * __pyx_v_queue_stall.strides[0]) )) + __pyx_t_14)) )) += (__pyx_v_slot_free - __pyx_v_issue);
+                  __pyx_t_15 = __pyx_v_p;
+                  *((int64_t *) ( /* dim=1 */ ((char *) (((int64_t *) ( /* dim=0 */ (__pyx_v_queue_stall.data + __pyx_t_17 * __pyx_v_queue_stall.strides[0]) )) + __pyx_t_15)) )) += (__pyx_v_slot_free - __pyx_v_issue);
 
-                  /* "pypto/sim/_engine.pyx":621
+                  /* "pypto/sim/_engine.pyx":699
  *                         if slot_free > issue:
  *                             queue_stall[c, p] += slot_free - issue
  *                             issue = slot_free             # <<<<<<<<<<<<<<
@@ -26617,25 +27100,25 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                   __pyx_v_issue = __pyx_v_slot_free;
 
-                  /* "pypto/sim/_engine.pyx":619
+                  /* "pypto/sim/_engine.pyx":697
  *                     if p != 0 and queued[k] >= qd:
- *                         slot_free = ring[k * qd + queued[k] % qd]
+ *                         slot_free = ring[k * qd + ring_pos[k]]
  *                         if slot_free > issue:             # <<<<<<<<<<<<<<
  *                             queue_stall[c, p] += slot_free - issue
  *                             issue = slot_free
 */
                 }
 
-                /* "pypto/sim/_engine.pyx":617
+                /* "pypto/sim/_engine.pyx":695
  *                     # issue, waiting for a queue slot
  *                     issue = last_issue[c] + 1
  *                     if p != 0 and queued[k] >= qd:             # <<<<<<<<<<<<<<
- *                         slot_free = ring[k * qd + queued[k] % qd]
+ *                         slot_free = ring[k * qd + ring_pos[k]]
  *                         if slot_free > issue:
 */
               }
 
-              /* "pypto/sim/_engine.pyx":622
+              /* "pypto/sim/_engine.pyx":700
  *                             queue_stall[c, p] += slot_free - issue
  *                             issue = slot_free
  *                     last_issue[c] = issue             # <<<<<<<<<<<<<<
@@ -26644,7 +27127,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
               (__pyx_v_last_issue[__pyx_v_c]) = __pyx_v_issue;
 
-              /* "pypto/sim/_engine.pyx":623
+              /* "pypto/sim/_engine.pyx":701
  *                             issue = slot_free
  *                     last_issue[c] = issue
  *                     if kind == K_BARRIER:             # <<<<<<<<<<<<<<
@@ -26654,7 +27137,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
               switch (__pyx_v_kind) {
                 case __pyx_e_5pypto_3sim_7_engine_K_BARRIER:
 
-                /* "pypto/sim/_engine.pyx":624
+                /* "pypto/sim/_engine.pyx":702
  *                     last_issue[c] = issue
  *                     if kind == K_BARRIER:
  *                         t = issue             # <<<<<<<<<<<<<<
@@ -26663,7 +27146,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                 __pyx_v_t = __pyx_v_issue;
 
-                /* "pypto/sim/_engine.pyx":625
+                /* "pypto/sim/_engine.pyx":703
  *                     if kind == K_BARRIER:
  *                         t = issue
  *                         for q in range(NPIPES):             # <<<<<<<<<<<<<<
@@ -26677,7 +27160,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
                 for (__pyx_t_12 = 0; __pyx_t_12 < __pyx_t_27; __pyx_t_12+=1) {
                   __pyx_v_q = __pyx_t_12;
 
-                  /* "pypto/sim/_engine.pyx":626
+                  /* "pypto/sim/_engine.pyx":704
  *                         t = issue
  *                         for q in range(NPIPES):
  *                             t = imax(t, pipe_done[c * NPIPES + q])             # <<<<<<<<<<<<<<
@@ -26688,7 +27171,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
                 }
 
 
-                /* "pypto/sim/_engine.pyx":627
+                /* "pypto/sim/_engine.pyx":705
  *                         for q in range(NPIPES):
  *                             t = imax(t, pipe_done[c * NPIPES + q])
  *                         end = t + 1             # <<<<<<<<<<<<<<
@@ -26697,7 +27180,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                 __pyx_v_end = (__pyx_v_t + 1);
 
-                /* "pypto/sim/_engine.pyx":628
+                /* "pypto/sim/_engine.pyx":706
  *                             t = imax(t, pipe_done[c * NPIPES + q])
  *                         end = t + 1
  *                         for q in range(NPIPES):             # <<<<<<<<<<<<<<
@@ -26711,7 +27194,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
                 for (__pyx_t_12 = 0; __pyx_t_12 < __pyx_t_27; __pyx_t_12+=1) {
                   __pyx_v_q = __pyx_t_12;
 
-                  /* "pypto/sim/_engine.pyx":629
+                  /* "pypto/sim/_engine.pyx":707
  *                         end = t + 1
  *                         for q in range(NPIPES):
  *                             pipe_free[c * NPIPES + q] = imax(pipe_free[c * NPIPES + q], end)             # <<<<<<<<<<<<<<
@@ -26720,7 +27203,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                   (__pyx_v_pipe_free[((__pyx_v_c * __pyx_e_5pypto_3sim_7_engine_NPIPES) + __pyx_v_q)]) = __pyx_f_5pypto_3sim_7_engine_imax((__pyx_v_pipe_free[((__pyx_v_c * __pyx_e_5pypto_3sim_7_engine_NPIPES) + __pyx_v_q)]), __pyx_v_end);
 
-                  /* "pypto/sim/_engine.pyx":630
+                  /* "pypto/sim/_engine.pyx":708
  *                         for q in range(NPIPES):
  *                             pipe_free[c * NPIPES + q] = imax(pipe_free[c * NPIPES + q], end)
  *                             pipe_done[c * NPIPES + q] = imax(pipe_done[c * NPIPES + q], end)             # <<<<<<<<<<<<<<
@@ -26731,7 +27214,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
                 }
 
 
-                /* "pypto/sim/_engine.pyx":631
+                /* "pypto/sim/_engine.pyx":709
  *                             pipe_free[c * NPIPES + q] = imax(pipe_free[c * NPIPES + q], end)
  *                             pipe_done[c * NPIPES + q] = imax(pipe_done[c * NPIPES + q], end)
  *                         last_issue[c] = end             # <<<<<<<<<<<<<<
@@ -26740,7 +27223,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                 (__pyx_v_last_issue[__pyx_v_c]) = __pyx_v_end;
 
-                /* "pypto/sim/_engine.pyx":632
+                /* "pypto/sim/_engine.pyx":710
  *                             pipe_done[c * NPIPES + q] = imax(pipe_done[c * NPIPES + q], end)
  *                         last_issue[c] = end
  *                         record(trace_ptr, g, c, pc, r, t, end, &core_end[c])             # <<<<<<<<<<<<<<
@@ -26749,7 +27232,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                 __pyx_f_5pypto_3sim_7_engine_record(__pyx_v_trace_ptr, __pyx_v_g, __pyx_v_c, __pyx_v_pc, __pyx_v_r, __pyx_v_t, __pyx_v_end, (&(__pyx_v_core_end[__pyx_v_c])));
 
-                /* "pypto/sim/_engine.pyx":623
+                /* "pypto/sim/_engine.pyx":701
  *                             issue = slot_free
  *                     last_issue[c] = issue
  *                     if kind == K_BARRIER:             # <<<<<<<<<<<<<<
@@ -26759,7 +27242,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
                 break;
                 case __pyx_e_5pypto_3sim_7_engine_K_NOP:
 
-                /* "pypto/sim/_engine.pyx":634
+                /* "pypto/sim/_engine.pyx":712
  *                         record(trace_ptr, g, c, pc, r, t, end, &core_end[c])
  *                     elif kind == K_NOP:
  *                         record(trace_ptr, g, c, pc, r, issue, issue + 1, &core_end[c])             # <<<<<<<<<<<<<<
@@ -26768,7 +27251,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                 __pyx_f_5pypto_3sim_7_engine_record(__pyx_v_trace_ptr, __pyx_v_g, __pyx_v_c, __pyx_v_pc, __pyx_v_r, __pyx_v_issue, (__pyx_v_issue + 1), (&(__pyx_v_core_end[__pyx_v_c])));
 
-                /* "pypto/sim/_engine.pyx":633
+                /* "pypto/sim/_engine.pyx":711
  *                         last_issue[c] = end
  *                         record(trace_ptr, g, c, pc, r, t, end, &core_end[c])
  *                     elif kind == K_NOP:             # <<<<<<<<<<<<<<
@@ -26778,7 +27261,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
                 break;
                 default:
 
-                /* "pypto/sim/_engine.pyx":636
+                /* "pypto/sim/_engine.pyx":714
  *                         record(trace_ptr, g, c, pc, r, issue, issue + 1, &core_end[c])
  *                     else:
  *                         start = imax(issue, pipe_free[k])             # <<<<<<<<<<<<<<
@@ -26787,61 +27270,102 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                 __pyx_v_start = __pyx_f_5pypto_3sim_7_engine_imax(__pyx_v_issue, (__pyx_v_pipe_free[__pyx_v_k]));
 
-                /* "pypto/sim/_engine.pyx":637
+                /* "pypto/sim/_engine.pyx":715
  *                     else:
  *                         start = imax(issue, pipe_free[k])
  *                         if issue > pipe_free[k]:             # <<<<<<<<<<<<<<
  *                             starved[c, p] += issue - pipe_free[k]
- *                         ring[k * qd + queued[k] % qd] = start
+ *                         ring[k * qd + ring_pos[k]] = start
 */
-                __pyx_t_16 = (__pyx_v_issue > (__pyx_v_pipe_free[__pyx_v_k]));
+                __pyx_t_14 = (__pyx_v_issue > (__pyx_v_pipe_free[__pyx_v_k]));
 
-                if (__pyx_t_16) {
+                if (__pyx_t_14) {
 
 
-                  /* "pypto/sim/_engine.pyx":638
+                  /* "pypto/sim/_engine.pyx":716
  *                         start = imax(issue, pipe_free[k])
  *                         if issue > pipe_free[k]:
  *                             starved[c, p] += issue - pipe_free[k]             # <<<<<<<<<<<<<<
- *                         ring[k * qd + queued[k] % qd] = start
+ *                         ring[k * qd + ring_pos[k]] = start
  *                         queued[k] += 1
 */
-                  __pyx_t_14 = __pyx_v_c;
+                  __pyx_t_15 = __pyx_v_c;
                   __pyx_t_17 = __pyx_v_p;
-                  *((int64_t *) ( /* dim=1 */ ((char *) (((int64_t *) ( /* dim=0 */ (__pyx_v_starved.data + __pyx_t_14 * __pyx_v_starved.strides[0]) )) + __pyx_t_17)) )) += (__pyx_v_issue - (__pyx_v_pipe_free[__pyx_v_k]));
+                  *((int64_t *) ( /* dim=1 */ ((char *) (((int64_t *) ( /* dim=0 */ (__pyx_v_starved.data + __pyx_t_15 * __pyx_v_starved.strides[0]) )) + __pyx_t_17)) )) += (__pyx_v_issue - (__pyx_v_pipe_free[__pyx_v_k]));
 
-                  /* "pypto/sim/_engine.pyx":637
+                  /* "pypto/sim/_engine.pyx":715
  *                     else:
  *                         start = imax(issue, pipe_free[k])
  *                         if issue > pipe_free[k]:             # <<<<<<<<<<<<<<
  *                             starved[c, p] += issue - pipe_free[k]
- *                         ring[k * qd + queued[k] % qd] = start
+ *                         ring[k * qd + ring_pos[k]] = start
 */
                 }
 
-                /* "pypto/sim/_engine.pyx":639
+                /* "pypto/sim/_engine.pyx":717
  *                         if issue > pipe_free[k]:
  *                             starved[c, p] += issue - pipe_free[k]
- *                         ring[k * qd + queued[k] % qd] = start             # <<<<<<<<<<<<<<
+ *                         ring[k * qd + ring_pos[k]] = start             # <<<<<<<<<<<<<<
  *                         queued[k] += 1
- *                         if kind == K_SET:
+ *                         ring_pos[k] += 1
 */
-                (__pyx_v_ring[((__pyx_v_k * __pyx_v_qd) + ((__pyx_v_queued[__pyx_v_k]) % __pyx_v_qd))]) = __pyx_v_start;
+                (__pyx_v_ring[((__pyx_v_k * __pyx_v_qd) + (__pyx_v_ring_pos[__pyx_v_k]))]) = __pyx_v_start;
 
-                /* "pypto/sim/_engine.pyx":640
+                /* "pypto/sim/_engine.pyx":718
  *                             starved[c, p] += issue - pipe_free[k]
- *                         ring[k * qd + queued[k] % qd] = start
+ *                         ring[k * qd + ring_pos[k]] = start
  *                         queued[k] += 1             # <<<<<<<<<<<<<<
- *                         if kind == K_SET:
- *                             raised = imax(start, pipe_done[k]) + 1
+ *                         ring_pos[k] += 1
+ *                         if ring_pos[k] == qd:
 */
 
                 __pyx_t_12 = __pyx_v_k;
                 (__pyx_v_queued[__pyx_t_12]) = ((__pyx_v_queued[__pyx_t_12]) + 1);
 
-                /* "pypto/sim/_engine.pyx":641
- *                         ring[k * qd + queued[k] % qd] = start
+                /* "pypto/sim/_engine.pyx":719
+ *                         ring[k * qd + ring_pos[k]] = start
  *                         queued[k] += 1
+ *                         ring_pos[k] += 1             # <<<<<<<<<<<<<<
+ *                         if ring_pos[k] == qd:
+ *                             ring_pos[k] = 0
+*/
+
+                __pyx_t_12 = __pyx_v_k;
+                (__pyx_v_ring_pos[__pyx_t_12]) = ((__pyx_v_ring_pos[__pyx_t_12]) + 1);
+
+                /* "pypto/sim/_engine.pyx":720
+ *                         queued[k] += 1
+ *                         ring_pos[k] += 1
+ *                         if ring_pos[k] == qd:             # <<<<<<<<<<<<<<
+ *                             ring_pos[k] = 0
+ *                         if kind == K_SET:
+*/
+                __pyx_t_14 = ((__pyx_v_ring_pos[__pyx_v_k]) == __pyx_v_qd);
+
+                if (__pyx_t_14) {
+
+
+                  /* "pypto/sim/_engine.pyx":721
+ *                         ring_pos[k] += 1
+ *                         if ring_pos[k] == qd:
+ *                             ring_pos[k] = 0             # <<<<<<<<<<<<<<
+ *                         if kind == K_SET:
+ *                             raised = imax(start, pipe_done[k]) + 1
+*/
+                  (__pyx_v_ring_pos[__pyx_v_k]) = 0;
+
+                  /* "pypto/sim/_engine.pyx":720
+ *                         queued[k] += 1
+ *                         ring_pos[k] += 1
+ *                         if ring_pos[k] == qd:             # <<<<<<<<<<<<<<
+ *                             ring_pos[k] = 0
+ *                         if kind == K_SET:
+*/
+                }
+
+                /* "pypto/sim/_engine.pyx":722
+ *                         if ring_pos[k] == qd:
+ *                             ring_pos[k] = 0
  *                         if kind == K_SET:             # <<<<<<<<<<<<<<
  *                             raised = imax(start, pipe_done[k]) + 1
  *                             raised_at[g] = raised
@@ -26849,8 +27373,8 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
                 switch (__pyx_v_kind) {
                   case __pyx_e_5pypto_3sim_7_engine_K_SET:
 
-                  /* "pypto/sim/_engine.pyx":642
- *                         queued[k] += 1
+                  /* "pypto/sim/_engine.pyx":723
+ *                             ring_pos[k] = 0
  *                         if kind == K_SET:
  *                             raised = imax(start, pipe_done[k]) + 1             # <<<<<<<<<<<<<<
  *                             raised_at[g] = raised
@@ -26858,7 +27382,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                   __pyx_v_raised = (__pyx_f_5pypto_3sim_7_engine_imax(__pyx_v_start, (__pyx_v_pipe_done[__pyx_v_k])) + 1);
 
-                  /* "pypto/sim/_engine.pyx":643
+                  /* "pypto/sim/_engine.pyx":724
  *                         if kind == K_SET:
  *                             raised = imax(start, pipe_done[k]) + 1
  *                             raised_at[g] = raised             # <<<<<<<<<<<<<<
@@ -26867,7 +27391,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                   (__pyx_v_raised_at[__pyx_v_g]) = __pyx_v_raised;
 
-                  /* "pypto/sim/_engine.pyx":644
+                  /* "pypto/sim/_engine.pyx":725
  *                             raised = imax(start, pipe_done[k]) + 1
  *                             raised_at[g] = raised
  *                             record(trace_ptr, g, c, pc, r, start, raised, &core_end[c])             # <<<<<<<<<<<<<<
@@ -26876,9 +27400,9 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                   __pyx_f_5pypto_3sim_7_engine_record(__pyx_v_trace_ptr, __pyx_v_g, __pyx_v_c, __pyx_v_pc, __pyx_v_r, __pyx_v_start, __pyx_v_raised, (&(__pyx_v_core_end[__pyx_v_c])));
 
-                  /* "pypto/sim/_engine.pyx":641
- *                         ring[k * qd + queued[k] % qd] = start
- *                         queued[k] += 1
+                  /* "pypto/sim/_engine.pyx":722
+ *                         if ring_pos[k] == qd:
+ *                             ring_pos[k] = 0
  *                         if kind == K_SET:             # <<<<<<<<<<<<<<
  *                             raised = imax(start, pipe_done[k]) + 1
  *                             raised_at[g] = raised
@@ -26886,19 +27410,19 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
                   break;
                   case __pyx_e_5pypto_3sim_7_engine_K_WAIT:
 
-                  /* "pypto/sim/_engine.pyx":646
+                  /* "pypto/sim/_engine.pyx":727
  *                             record(trace_ptr, g, c, pc, r, start, raised, &core_end[c])
  *                         elif kind == K_WAIT:
  *                             if link[g] < 0:             # <<<<<<<<<<<<<<
  *                                 status = S_DEADLOCK
  *                                 err = pc
 */
-                  __pyx_t_16 = ((__pyx_v_link[__pyx_v_g]) < 0);
+                  __pyx_t_14 = ((__pyx_v_link[__pyx_v_g]) < 0);
 
-                  if (__pyx_t_16) {
+                  if (__pyx_t_14) {
 
 
-                    /* "pypto/sim/_engine.pyx":647
+                    /* "pypto/sim/_engine.pyx":728
  *                         elif kind == K_WAIT:
  *                             if link[g] < 0:
  *                                 status = S_DEADLOCK             # <<<<<<<<<<<<<<
@@ -26907,7 +27431,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                     __pyx_v_status = __pyx_e_5pypto_3sim_7_engine_S_DEADLOCK;
 
-                    /* "pypto/sim/_engine.pyx":648
+                    /* "pypto/sim/_engine.pyx":729
  *                             if link[g] < 0:
  *                                 status = S_DEADLOCK
  *                                 err = pc             # <<<<<<<<<<<<<<
@@ -26916,16 +27440,16 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                     __pyx_v_err = __pyx_v_pc;
 
-                    /* "pypto/sim/_engine.pyx":649
+                    /* "pypto/sim/_engine.pyx":730
  *                                 status = S_DEADLOCK
  *                                 err = pc
  *                                 break             # <<<<<<<<<<<<<<
  *                             t = imax(start, raised_at[link[g]])
  *                             src = r.pipe2
 */
-                    goto __pyx_L23_break;
+                    goto __pyx_L26_break;
 
-                    /* "pypto/sim/_engine.pyx":646
+                    /* "pypto/sim/_engine.pyx":727
  *                             record(trace_ptr, g, c, pc, r, start, raised, &core_end[c])
  *                         elif kind == K_WAIT:
  *                             if link[g] < 0:             # <<<<<<<<<<<<<<
@@ -26934,7 +27458,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                   }
 
-                  /* "pypto/sim/_engine.pyx":650
+                  /* "pypto/sim/_engine.pyx":731
  *                                 err = pc
  *                                 break
  *                             t = imax(start, raised_at[link[g]])             # <<<<<<<<<<<<<<
@@ -26943,7 +27467,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                   __pyx_v_t = __pyx_f_5pypto_3sim_7_engine_imax(__pyx_v_start, (__pyx_v_raised_at[(__pyx_v_link[__pyx_v_g])]));
 
-                  /* "pypto/sim/_engine.pyx":651
+                  /* "pypto/sim/_engine.pyx":732
  *                                 break
  *                             t = imax(start, raised_at[link[g]])
  *                             src = r.pipe2             # <<<<<<<<<<<<<<
@@ -26954,7 +27478,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 
                   __pyx_v_src = __pyx_t_28;
 
-                  /* "pypto/sim/_engine.pyx":652
+                  /* "pypto/sim/_engine.pyx":733
  *                             t = imax(start, raised_at[link[g]])
  *                             src = r.pipe2
  *                             flag_wait[c, p, src] += t - start             # <<<<<<<<<<<<<<
@@ -26962,11 +27486,11 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
  *                             pipe_done[k] = imax(pipe_done[k], t + 1)
 */
                   __pyx_t_17 = __pyx_v_c;
-                  __pyx_t_14 = __pyx_v_p;
+                  __pyx_t_15 = __pyx_v_p;
                   __pyx_t_30 = __pyx_v_src;
-                  *((int64_t *) ( /* dim=2 */ ((char *) (((int64_t *) ( /* dim=1 */ (( /* dim=0 */ (__pyx_v_flag_wait.data + __pyx_t_17 * __pyx_v_flag_wait.strides[0]) ) + __pyx_t_14 * __pyx_v_flag_wait.strides[1]) )) + __pyx_t_30)) )) += (__pyx_v_t - __pyx_v_start);
+                  *((int64_t *) ( /* dim=2 */ ((char *) (((int64_t *) ( /* dim=1 */ (( /* dim=0 */ (__pyx_v_flag_wait.data + __pyx_t_17 * __pyx_v_flag_wait.strides[0]) ) + __pyx_t_15 * __pyx_v_flag_wait.strides[1]) )) + __pyx_t_30)) )) += (__pyx_v_t - __pyx_v_start);
 
-                  /* "pypto/sim/_engine.pyx":653
+                  /* "pypto/sim/_engine.pyx":734
  *                             src = r.pipe2
  *                             flag_wait[c, p, src] += t - start
  *                             pipe_free[k] = t + 1             # <<<<<<<<<<<<<<
@@ -26975,7 +27499,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                   (__pyx_v_pipe_free[__pyx_v_k]) = (__pyx_v_t + 1);
 
-                  /* "pypto/sim/_engine.pyx":654
+                  /* "pypto/sim/_engine.pyx":735
  *                             flag_wait[c, p, src] += t - start
  *                             pipe_free[k] = t + 1
  *                             pipe_done[k] = imax(pipe_done[k], t + 1)             # <<<<<<<<<<<<<<
@@ -26984,7 +27508,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                   (__pyx_v_pipe_done[__pyx_v_k]) = __pyx_f_5pypto_3sim_7_engine_imax((__pyx_v_pipe_done[__pyx_v_k]), (__pyx_v_t + 1));
 
-                  /* "pypto/sim/_engine.pyx":655
+                  /* "pypto/sim/_engine.pyx":736
  *                             pipe_free[k] = t + 1
  *                             pipe_done[k] = imax(pipe_done[k], t + 1)
  *                             record(trace_ptr, g, c, pc, r, start, t + 1, &core_end[c])             # <<<<<<<<<<<<<<
@@ -26993,7 +27517,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                   __pyx_f_5pypto_3sim_7_engine_record(__pyx_v_trace_ptr, __pyx_v_g, __pyx_v_c, __pyx_v_pc, __pyx_v_r, __pyx_v_start, (__pyx_v_t + 1), (&(__pyx_v_core_end[__pyx_v_c])));
 
-                  /* "pypto/sim/_engine.pyx":645
+                  /* "pypto/sim/_engine.pyx":726
  *                             raised_at[g] = raised
  *                             record(trace_ptr, g, c, pc, r, start, raised, &core_end[c])
  *                         elif kind == K_WAIT:             # <<<<<<<<<<<<<<
@@ -27003,7 +27527,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
                   break;
                   default:
 
-                  /* "pypto/sim/_engine.pyx":657
+                  /* "pypto/sim/_engine.pyx":738
  *                             record(trace_ptr, g, c, pc, r, start, t + 1, &core_end[c])
  *                         else:
  *                             if kind == K_COPY:             # <<<<<<<<<<<<<<
@@ -27013,7 +27537,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
                   switch (__pyx_v_kind) {
                     case __pyx_e_5pypto_3sim_7_engine_K_COPY:
 
-                    /* "pypto/sim/_engine.pyx":658
+                    /* "pypto/sim/_engine.pyx":739
  *                         else:
  *                             if kind == K_COPY:
  *                                 copy_cycles(&s, r, start, &free_at, &complete)             # <<<<<<<<<<<<<<
@@ -27022,7 +27546,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                     __pyx_f_5pypto_3sim_7_engine_copy_cycles((&__pyx_v_s), __pyx_v_r, __pyx_v_start, (&__pyx_v_free_at), (&__pyx_v_complete));
 
-                    /* "pypto/sim/_engine.pyx":657
+                    /* "pypto/sim/_engine.pyx":738
  *                             record(trace_ptr, g, c, pc, r, start, t + 1, &core_end[c])
  *                         else:
  *                             if kind == K_COPY:             # <<<<<<<<<<<<<<
@@ -27032,7 +27556,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
                     break;
                     case __pyx_e_5pypto_3sim_7_engine_K_MMAD:
 
-                    /* "pypto/sim/_engine.pyx":660
+                    /* "pypto/sim/_engine.pyx":741
  *                                 copy_cycles(&s, r, start, &free_at, &complete)
  *                             elif kind == K_MMAD:
  *                                 free_at = start + mmad_cycles(&s, r)             # <<<<<<<<<<<<<<
@@ -27041,7 +27565,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                     __pyx_v_free_at = (__pyx_v_start + __pyx_f_5pypto_3sim_7_engine_mmad_cycles((&__pyx_v_s), __pyx_v_r));
 
-                    /* "pypto/sim/_engine.pyx":661
+                    /* "pypto/sim/_engine.pyx":742
  *                             elif kind == K_MMAD:
  *                                 free_at = start + mmad_cycles(&s, r)
  *                                 complete = free_at             # <<<<<<<<<<<<<<
@@ -27050,7 +27574,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                     __pyx_v_complete = __pyx_v_free_at;
 
-                    /* "pypto/sim/_engine.pyx":659
+                    /* "pypto/sim/_engine.pyx":740
  *                             if kind == K_COPY:
  *                                 copy_cycles(&s, r, start, &free_at, &complete)
  *                             elif kind == K_MMAD:             # <<<<<<<<<<<<<<
@@ -27060,7 +27584,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
                     break;
                     default:
 
-                    /* "pypto/sim/_engine.pyx":663
+                    /* "pypto/sim/_engine.pyx":744
  *                                 complete = free_at
  *                             else:
  *                                 free_at = start + vector_cycles(&s, r, kind)             # <<<<<<<<<<<<<<
@@ -27069,7 +27593,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                     __pyx_v_free_at = (__pyx_v_start + __pyx_f_5pypto_3sim_7_engine_vector_cycles((&__pyx_v_s), __pyx_v_r, __pyx_v_kind));
 
-                    /* "pypto/sim/_engine.pyx":664
+                    /* "pypto/sim/_engine.pyx":745
  *                             else:
  *                                 free_at = start + vector_cycles(&s, r, kind)
  *                                 complete = free_at             # <<<<<<<<<<<<<<
@@ -27080,7 +27604,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
                     break;
                   }
 
-                  /* "pypto/sim/_engine.pyx":665
+                  /* "pypto/sim/_engine.pyx":746
  *                                 free_at = start + vector_cycles(&s, r, kind)
  *                                 complete = free_at
  *                             busy[k] += free_at - start             # <<<<<<<<<<<<<<
@@ -27091,7 +27615,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
                   __pyx_t_12 = __pyx_v_k;
                   (__pyx_v_busy[__pyx_t_12]) = ((__pyx_v_busy[__pyx_t_12]) + (__pyx_v_free_at - __pyx_v_start));
 
-                  /* "pypto/sim/_engine.pyx":666
+                  /* "pypto/sim/_engine.pyx":747
  *                                 complete = free_at
  *                             busy[k] += free_at - start
  *                             pipe_free[k] = free_at             # <<<<<<<<<<<<<<
@@ -27100,7 +27624,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                   (__pyx_v_pipe_free[__pyx_v_k]) = __pyx_v_free_at;
 
-                  /* "pypto/sim/_engine.pyx":667
+                  /* "pypto/sim/_engine.pyx":748
  *                             busy[k] += free_at - start
  *                             pipe_free[k] = free_at
  *                             pipe_done[k] = imax(pipe_done[k], complete)             # <<<<<<<<<<<<<<
@@ -27109,7 +27633,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                   (__pyx_v_pipe_done[__pyx_v_k]) = __pyx_f_5pypto_3sim_7_engine_imax((__pyx_v_pipe_done[__pyx_v_k]), __pyx_v_complete);
 
-                  /* "pypto/sim/_engine.pyx":668
+                  /* "pypto/sim/_engine.pyx":749
  *                             pipe_free[k] = free_at
  *                             pipe_done[k] = imax(pipe_done[k], complete)
  *                             record(trace_ptr, g, c, pc, r, start, complete, &core_end[c])             # <<<<<<<<<<<<<<
@@ -27122,7 +27646,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
                 break;
               }
 
-              /* "pypto/sim/_engine.pyx":670
+              /* "pypto/sim/_engine.pyx":751
  *                             record(trace_ptr, g, c, pc, r, start, complete, &core_end[c])
  *                     # next instruction of this core, or the core is done
  *                     pcs[c] = pc + 1             # <<<<<<<<<<<<<<
@@ -27131,19 +27655,19 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
               (__pyx_v_pcs[__pyx_v_c]) = (__pyx_v_pc + 1);
 
-              /* "pypto/sim/_engine.pyx":671
+              /* "pypto/sim/_engine.pyx":752
  *                     # next instruction of this core, or the core is done
  *                     pcs[c] = pc + 1
  *                     if pc + 1 < length[c]:             # <<<<<<<<<<<<<<
  *                         ht[0] = last_issue[c] + 1
  *                     else:
 */
-              __pyx_t_16 = ((__pyx_v_pc + 1) < (__pyx_v_length[__pyx_v_c]));
+              __pyx_t_14 = ((__pyx_v_pc + 1) < (__pyx_v_length[__pyx_v_c]));
 
-              if (__pyx_t_16) {
+              if (__pyx_t_14) {
 
 
-                /* "pypto/sim/_engine.pyx":672
+                /* "pypto/sim/_engine.pyx":753
  *                     pcs[c] = pc + 1
  *                     if pc + 1 < length[c]:
  *                         ht[0] = last_issue[c] + 1             # <<<<<<<<<<<<<<
@@ -27152,17 +27676,17 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                 (__pyx_v_ht[0]) = ((__pyx_v_last_issue[__pyx_v_c]) + 1);
 
-                /* "pypto/sim/_engine.pyx":671
+                /* "pypto/sim/_engine.pyx":752
  *                     # next instruction of this core, or the core is done
  *                     pcs[c] = pc + 1
  *                     if pc + 1 < length[c]:             # <<<<<<<<<<<<<<
  *                         ht[0] = last_issue[c] + 1
  *                     else:
 */
-                goto __pyx_L34;
+                goto __pyx_L38;
               }
 
-              /* "pypto/sim/_engine.pyx":674
+              /* "pypto/sim/_engine.pyx":755
  *                         ht[0] = last_issue[c] + 1
  *                     else:
  *                         heap_n -= 1             # <<<<<<<<<<<<<<
@@ -27172,7 +27696,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
               /*else*/ {
                 __pyx_v_heap_n = (__pyx_v_heap_n - 1);
 
-                /* "pypto/sim/_engine.pyx":675
+                /* "pypto/sim/_engine.pyx":756
  *                     else:
  *                         heap_n -= 1
  *                         ht[0] = ht[heap_n]             # <<<<<<<<<<<<<<
@@ -27181,7 +27705,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                 (__pyx_v_ht[0]) = (__pyx_v_ht[__pyx_v_heap_n]);
 
-                /* "pypto/sim/_engine.pyx":676
+                /* "pypto/sim/_engine.pyx":757
  *                         heap_n -= 1
  *                         ht[0] = ht[heap_n]
  *                         hc[0] = hc[heap_n]             # <<<<<<<<<<<<<<
@@ -27190,9 +27714,9 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                 (__pyx_v_hc[0]) = (__pyx_v_hc[__pyx_v_heap_n]);
               }
-              __pyx_L34:;
+              __pyx_L38:;
 
-              /* "pypto/sim/_engine.pyx":677
+              /* "pypto/sim/_engine.pyx":758
  *                         ht[0] = ht[heap_n]
  *                         hc[0] = hc[heap_n]
  *                     sift_down(ht, hc, heap_n, 0)             # <<<<<<<<<<<<<<
@@ -27201,21 +27725,21 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
               __pyx_f_5pypto_3sim_7_engine_sift_down(__pyx_v_ht, __pyx_v_hc, __pyx_v_heap_n, 0);
             }
-            __pyx_L23_break:;
+            __pyx_L26_break:;
 
-            /* "pypto/sim/_engine.pyx":678
+            /* "pypto/sim/_engine.pyx":759
  *                         hc[0] = hc[heap_n]
  *                     sift_down(ht, hc, heap_n, 0)
  *                 if status == S_OK:             # <<<<<<<<<<<<<<
  *                     for c in range(ncores):
  *                         t = core_end[c]
 */
-            __pyx_t_16 = (__pyx_v_status == __pyx_e_5pypto_3sim_7_engine_S_OK);
+            __pyx_t_14 = (__pyx_v_status == __pyx_e_5pypto_3sim_7_engine_S_OK);
 
-            if (__pyx_t_16) {
+            if (__pyx_t_14) {
 
 
-              /* "pypto/sim/_engine.pyx":679
+              /* "pypto/sim/_engine.pyx":760
  *                     sift_down(ht, hc, heap_n, 0)
  *                 if status == S_OK:
  *                     for c in range(ncores):             # <<<<<<<<<<<<<<
@@ -27229,7 +27753,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
               for (__pyx_t_19 = 0; __pyx_t_19 < __pyx_t_18; __pyx_t_19+=1) {
                 __pyx_v_c = __pyx_t_19;
 
-                /* "pypto/sim/_engine.pyx":680
+                /* "pypto/sim/_engine.pyx":761
  *                 if status == S_OK:
  *                     for c in range(ncores):
  *                         t = core_end[c]             # <<<<<<<<<<<<<<
@@ -27238,7 +27762,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                 __pyx_v_t = (__pyx_v_core_end[__pyx_v_c]);
 
-                /* "pypto/sim/_engine.pyx":681
+                /* "pypto/sim/_engine.pyx":762
  *                     for c in range(ncores):
  *                         t = core_end[c]
  *                         for q in range(NPIPES):             # <<<<<<<<<<<<<<
@@ -27252,7 +27776,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
                 for (__pyx_t_31 = 0; __pyx_t_31 < __pyx_t_27; __pyx_t_31+=1) {
                   __pyx_v_q = __pyx_t_31;
 
-                  /* "pypto/sim/_engine.pyx":682
+                  /* "pypto/sim/_engine.pyx":763
  *                         t = core_end[c]
  *                         for q in range(NPIPES):
  *                             t = imax(t, pipe_done[c * NPIPES + q])             # <<<<<<<<<<<<<<
@@ -27261,7 +27785,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
                   __pyx_v_t = __pyx_f_5pypto_3sim_7_engine_imax(__pyx_v_t, (__pyx_v_pipe_done[((__pyx_v_c * __pyx_e_5pypto_3sim_7_engine_NPIPES) + __pyx_v_q)]));
 
-                  /* "pypto/sim/_engine.pyx":683
+                  /* "pypto/sim/_engine.pyx":764
  *                         for q in range(NPIPES):
  *                             t = imax(t, pipe_done[c * NPIPES + q])
  *                             pipe_busy[c, q] = busy[c * NPIPES + q]             # <<<<<<<<<<<<<<
@@ -27269,24 +27793,24 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
  *         if status == S_DEADLOCK:
 */
                   __pyx_t_30 = __pyx_v_c;
-                  __pyx_t_14 = __pyx_v_q;
-                  *((int64_t *) ( /* dim=1 */ ((char *) (((int64_t *) ( /* dim=0 */ (__pyx_v_pipe_busy.data + __pyx_t_30 * __pyx_v_pipe_busy.strides[0]) )) + __pyx_t_14)) )) = (__pyx_v_busy[((__pyx_v_c * __pyx_e_5pypto_3sim_7_engine_NPIPES) + __pyx_v_q)]);
+                  __pyx_t_15 = __pyx_v_q;
+                  *((int64_t *) ( /* dim=1 */ ((char *) (((int64_t *) ( /* dim=0 */ (__pyx_v_pipe_busy.data + __pyx_t_30 * __pyx_v_pipe_busy.strides[0]) )) + __pyx_t_15)) )) = (__pyx_v_busy[((__pyx_v_c * __pyx_e_5pypto_3sim_7_engine_NPIPES) + __pyx_v_q)]);
                 }
 
 
-                /* "pypto/sim/_engine.pyx":684
+                /* "pypto/sim/_engine.pyx":765
  *                             t = imax(t, pipe_done[c * NPIPES + q])
  *                             pipe_busy[c, q] = busy[c * NPIPES + q]
  *                         core_cycles[c] = t             # <<<<<<<<<<<<<<
  *         if status == S_DEADLOCK:
  *             return status, c, err, 0, 0, 0
 */
-                __pyx_t_14 = __pyx_v_c;
-                *((int64_t *) ( /* dim=0 */ ((char *) (((int64_t *) __pyx_v_core_cycles.data) + __pyx_t_14)) )) = __pyx_v_t;
+                __pyx_t_15 = __pyx_v_c;
+                *((int64_t *) ( /* dim=0 */ ((char *) (((int64_t *) __pyx_v_core_cycles.data) + __pyx_t_15)) )) = __pyx_v_t;
               }
 
 
-              /* "pypto/sim/_engine.pyx":678
+              /* "pypto/sim/_engine.pyx":759
  *                         hc[0] = hc[heap_n]
  *                     sift_down(ht, hc, heap_n, 0)
  *                 if status == S_OK:             # <<<<<<<<<<<<<<
@@ -27295,10 +27819,10 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
             }
           }
-          __pyx_L16:;
+          __pyx_L19:;
         }
 
-        /* "pypto/sim/_engine.pyx":590
+        /* "pypto/sim/_engine.pyx":663
  *         link = <int64_t*>cnp.PyArray_DATA(link_arr)
  *         raised_at = <int64_t*>cnp.PyArray_DATA(raised_arr)
  *         with nogil:             # <<<<<<<<<<<<<<
@@ -27309,54 +27833,54 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
           /*normal exit:*/{
             __Pyx_FastGIL_Forget();
             PyEval_RestoreThread(_save);
-            goto __pyx_L13;
+            goto __pyx_L16;
           }
-          __pyx_L13:;
+          __pyx_L16:;
         }
     }
 
-    /* "pypto/sim/_engine.pyx":685
+    /* "pypto/sim/_engine.pyx":766
  *                             pipe_busy[c, q] = busy[c * NPIPES + q]
  *                         core_cycles[c] = t
  *         if status == S_DEADLOCK:             # <<<<<<<<<<<<<<
  *             return status, c, err, 0, 0, 0
  *         if status == S_USE_REFERENCE:
 */
-    __pyx_t_16 = (__pyx_v_status == __pyx_e_5pypto_3sim_7_engine_S_DEADLOCK);
+    __pyx_t_14 = (__pyx_v_status == __pyx_e_5pypto_3sim_7_engine_S_DEADLOCK);
 
-    if (__pyx_t_16) {
+    if (__pyx_t_14) {
 
 
-      /* "pypto/sim/_engine.pyx":686
+      /* "pypto/sim/_engine.pyx":767
  *                         core_cycles[c] = t
  *         if status == S_DEADLOCK:
  *             return status, c, err, 0, 0, 0             # <<<<<<<<<<<<<<
  *         if status == S_USE_REFERENCE:
  *             return status, -1, err, 0, 0, 0
 */
-      __pyx_t_1 = __Pyx_PyLong_From_int64_t(__pyx_v_status); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 686, __pyx_L6_error)
+      __pyx_t_1 = __Pyx_PyLong_From_int64_t(__pyx_v_status); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 767, __pyx_L9_error)
       __Pyx_GOTREF(__pyx_t_1);
-      __pyx_t_20 = __Pyx_PyLong_From_int64_t(__pyx_v_c); if (unlikely(!__pyx_t_20)) __PYX_ERR(0, 686, __pyx_L6_error)
+      __pyx_t_20 = __Pyx_PyLong_From_int64_t(__pyx_v_c); if (unlikely(!__pyx_t_20)) __PYX_ERR(0, 767, __pyx_L9_error)
       __Pyx_GOTREF(__pyx_t_20);
-      __pyx_t_23 = __Pyx_PyLong_From_int64_t(__pyx_v_err); if (unlikely(!__pyx_t_23)) __PYX_ERR(0, 686, __pyx_L6_error)
+      __pyx_t_23 = __Pyx_PyLong_From_int64_t(__pyx_v_err); if (unlikely(!__pyx_t_23)) __PYX_ERR(0, 767, __pyx_L9_error)
       __Pyx_GOTREF(__pyx_t_23);
-      __pyx_t_22 = PyTuple_New(6); if (unlikely(!__pyx_t_22)) __PYX_ERR(0, 686, __pyx_L6_error)
+      __pyx_t_22 = PyTuple_New(6); if (unlikely(!__pyx_t_22)) __PYX_ERR(0, 767, __pyx_L9_error)
       __Pyx_GOTREF(__pyx_t_22);
       __Pyx_GIVEREF(__pyx_t_1);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_22, 0, __pyx_t_1) != (0)) __PYX_ERR(0, 686, __pyx_L6_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_22, 0, __pyx_t_1) != (0)) __PYX_ERR(0, 767, __pyx_L9_error);
       __Pyx_GIVEREF(__pyx_t_20);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_22, 1, __pyx_t_20) != (0)) __PYX_ERR(0, 686, __pyx_L6_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_22, 1, __pyx_t_20) != (0)) __PYX_ERR(0, 767, __pyx_L9_error);
       __Pyx_GIVEREF(__pyx_t_23);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_22, 2, __pyx_t_23) != (0)) __PYX_ERR(0, 686, __pyx_L6_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_22, 2, __pyx_t_23) != (0)) __PYX_ERR(0, 767, __pyx_L9_error);
       __Pyx_INCREF(__pyx_mstate_global->__pyx_int_0);
       __Pyx_GIVEREF(__pyx_mstate_global->__pyx_int_0);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_22, 3, __pyx_mstate_global->__pyx_int_0) != (0)) __PYX_ERR(0, 686, __pyx_L6_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_22, 3, __pyx_mstate_global->__pyx_int_0) != (0)) __PYX_ERR(0, 767, __pyx_L9_error);
       __Pyx_INCREF(__pyx_mstate_global->__pyx_int_0);
       __Pyx_GIVEREF(__pyx_mstate_global->__pyx_int_0);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_22, 4, __pyx_mstate_global->__pyx_int_0) != (0)) __PYX_ERR(0, 686, __pyx_L6_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_22, 4, __pyx_mstate_global->__pyx_int_0) != (0)) __PYX_ERR(0, 767, __pyx_L9_error);
       __Pyx_INCREF(__pyx_mstate_global->__pyx_int_0);
       __Pyx_GIVEREF(__pyx_mstate_global->__pyx_int_0);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_22, 5, __pyx_mstate_global->__pyx_int_0) != (0)) __PYX_ERR(0, 686, __pyx_L6_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_22, 5, __pyx_mstate_global->__pyx_int_0) != (0)) __PYX_ERR(0, 767, __pyx_L9_error);
       __pyx_t_1 = 0;
       __pyx_t_20 = 0;
       __pyx_t_23 = 0;
@@ -27369,9 +27893,9 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
         __Pyx_XDECREF(__pyx_temp);
       }
       __pyx_t_22 = 0;
-      goto __pyx_L5_return;
+      goto __pyx_L8_return;
 
-      /* "pypto/sim/_engine.pyx":685
+      /* "pypto/sim/_engine.pyx":766
  *                             pipe_busy[c, q] = busy[c * NPIPES + q]
  *                         core_cycles[c] = t
  *         if status == S_DEADLOCK:             # <<<<<<<<<<<<<<
@@ -27380,47 +27904,47 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
     }
 
-    /* "pypto/sim/_engine.pyx":687
+    /* "pypto/sim/_engine.pyx":768
  *         if status == S_DEADLOCK:
  *             return status, c, err, 0, 0, 0
  *         if status == S_USE_REFERENCE:             # <<<<<<<<<<<<<<
  *             return status, -1, err, 0, 0, 0
  *         return S_OK, -1, -1, s.l2_hit_bytes, s.gm_read_bytes, s.gm_write_bytes
 */
-    __pyx_t_16 = (__pyx_v_status == __pyx_e_5pypto_3sim_7_engine_S_USE_REFERENCE);
+    __pyx_t_14 = (__pyx_v_status == __pyx_e_5pypto_3sim_7_engine_S_USE_REFERENCE);
 
-    if (__pyx_t_16) {
+    if (__pyx_t_14) {
 
 
-      /* "pypto/sim/_engine.pyx":688
+      /* "pypto/sim/_engine.pyx":769
  *             return status, c, err, 0, 0, 0
  *         if status == S_USE_REFERENCE:
  *             return status, -1, err, 0, 0, 0             # <<<<<<<<<<<<<<
  *         return S_OK, -1, -1, s.l2_hit_bytes, s.gm_read_bytes, s.gm_write_bytes
  *     finally:
 */
-      __pyx_t_22 = __Pyx_PyLong_From_int64_t(__pyx_v_status); if (unlikely(!__pyx_t_22)) __PYX_ERR(0, 688, __pyx_L6_error)
+      __pyx_t_22 = __Pyx_PyLong_From_int64_t(__pyx_v_status); if (unlikely(!__pyx_t_22)) __PYX_ERR(0, 769, __pyx_L9_error)
       __Pyx_GOTREF(__pyx_t_22);
-      __pyx_t_23 = __Pyx_PyLong_From_int64_t(__pyx_v_err); if (unlikely(!__pyx_t_23)) __PYX_ERR(0, 688, __pyx_L6_error)
+      __pyx_t_23 = __Pyx_PyLong_From_int64_t(__pyx_v_err); if (unlikely(!__pyx_t_23)) __PYX_ERR(0, 769, __pyx_L9_error)
       __Pyx_GOTREF(__pyx_t_23);
-      __pyx_t_20 = PyTuple_New(6); if (unlikely(!__pyx_t_20)) __PYX_ERR(0, 688, __pyx_L6_error)
+      __pyx_t_20 = PyTuple_New(6); if (unlikely(!__pyx_t_20)) __PYX_ERR(0, 769, __pyx_L9_error)
       __Pyx_GOTREF(__pyx_t_20);
       __Pyx_GIVEREF(__pyx_t_22);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_20, 0, __pyx_t_22) != (0)) __PYX_ERR(0, 688, __pyx_L6_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_20, 0, __pyx_t_22) != (0)) __PYX_ERR(0, 769, __pyx_L9_error);
       __Pyx_INCREF(__pyx_mstate_global->__pyx_int_neg_1);
       __Pyx_GIVEREF(__pyx_mstate_global->__pyx_int_neg_1);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_20, 1, __pyx_mstate_global->__pyx_int_neg_1) != (0)) __PYX_ERR(0, 688, __pyx_L6_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_20, 1, __pyx_mstate_global->__pyx_int_neg_1) != (0)) __PYX_ERR(0, 769, __pyx_L9_error);
       __Pyx_GIVEREF(__pyx_t_23);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_20, 2, __pyx_t_23) != (0)) __PYX_ERR(0, 688, __pyx_L6_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_20, 2, __pyx_t_23) != (0)) __PYX_ERR(0, 769, __pyx_L9_error);
       __Pyx_INCREF(__pyx_mstate_global->__pyx_int_0);
       __Pyx_GIVEREF(__pyx_mstate_global->__pyx_int_0);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_20, 3, __pyx_mstate_global->__pyx_int_0) != (0)) __PYX_ERR(0, 688, __pyx_L6_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_20, 3, __pyx_mstate_global->__pyx_int_0) != (0)) __PYX_ERR(0, 769, __pyx_L9_error);
       __Pyx_INCREF(__pyx_mstate_global->__pyx_int_0);
       __Pyx_GIVEREF(__pyx_mstate_global->__pyx_int_0);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_20, 4, __pyx_mstate_global->__pyx_int_0) != (0)) __PYX_ERR(0, 688, __pyx_L6_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_20, 4, __pyx_mstate_global->__pyx_int_0) != (0)) __PYX_ERR(0, 769, __pyx_L9_error);
       __Pyx_INCREF(__pyx_mstate_global->__pyx_int_0);
       __Pyx_GIVEREF(__pyx_mstate_global->__pyx_int_0);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_20, 5, __pyx_mstate_global->__pyx_int_0) != (0)) __PYX_ERR(0, 688, __pyx_L6_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_20, 5, __pyx_mstate_global->__pyx_int_0) != (0)) __PYX_ERR(0, 769, __pyx_L9_error);
       __pyx_t_22 = 0;
       __pyx_t_23 = 0;
       {
@@ -27432,9 +27956,9 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
         __Pyx_XDECREF(__pyx_temp);
       }
       __pyx_t_20 = 0;
-      goto __pyx_L5_return;
+      goto __pyx_L8_return;
 
-      /* "pypto/sim/_engine.pyx":687
+      /* "pypto/sim/_engine.pyx":768
  *         if status == S_DEADLOCK:
  *             return status, c, err, 0, 0, 0
  *         if status == S_USE_REFERENCE:             # <<<<<<<<<<<<<<
@@ -27443,37 +27967,37 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
     }
 
-    /* "pypto/sim/_engine.pyx":689
+    /* "pypto/sim/_engine.pyx":770
  *         if status == S_USE_REFERENCE:
  *             return status, -1, err, 0, 0, 0
  *         return S_OK, -1, -1, s.l2_hit_bytes, s.gm_read_bytes, s.gm_write_bytes             # <<<<<<<<<<<<<<
  *     finally:
  *         free(code)
 */
-    __pyx_t_20 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_5pypto_3sim_7_engine_S_OK); if (unlikely(!__pyx_t_20)) __PYX_ERR(0, 689, __pyx_L6_error)
+    __pyx_t_20 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_5pypto_3sim_7_engine_S_OK); if (unlikely(!__pyx_t_20)) __PYX_ERR(0, 770, __pyx_L9_error)
     __Pyx_GOTREF(__pyx_t_20);
-    __pyx_t_23 = __Pyx_PyLong_From_int64_t(__pyx_v_s.l2_hit_bytes); if (unlikely(!__pyx_t_23)) __PYX_ERR(0, 689, __pyx_L6_error)
+    __pyx_t_23 = __Pyx_PyLong_From_int64_t(__pyx_v_s.l2_hit_bytes); if (unlikely(!__pyx_t_23)) __PYX_ERR(0, 770, __pyx_L9_error)
     __Pyx_GOTREF(__pyx_t_23);
-    __pyx_t_22 = __Pyx_PyLong_From_int64_t(__pyx_v_s.gm_read_bytes); if (unlikely(!__pyx_t_22)) __PYX_ERR(0, 689, __pyx_L6_error)
+    __pyx_t_22 = __Pyx_PyLong_From_int64_t(__pyx_v_s.gm_read_bytes); if (unlikely(!__pyx_t_22)) __PYX_ERR(0, 770, __pyx_L9_error)
     __Pyx_GOTREF(__pyx_t_22);
-    __pyx_t_1 = __Pyx_PyLong_From_int64_t(__pyx_v_s.gm_write_bytes); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 689, __pyx_L6_error)
+    __pyx_t_1 = __Pyx_PyLong_From_int64_t(__pyx_v_s.gm_write_bytes); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 770, __pyx_L9_error)
     __Pyx_GOTREF(__pyx_t_1);
-    __pyx_t_21 = PyTuple_New(6); if (unlikely(!__pyx_t_21)) __PYX_ERR(0, 689, __pyx_L6_error)
+    __pyx_t_21 = PyTuple_New(6); if (unlikely(!__pyx_t_21)) __PYX_ERR(0, 770, __pyx_L9_error)
     __Pyx_GOTREF(__pyx_t_21);
     __Pyx_GIVEREF(__pyx_t_20);
-    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_21, 0, __pyx_t_20) != (0)) __PYX_ERR(0, 689, __pyx_L6_error);
+    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_21, 0, __pyx_t_20) != (0)) __PYX_ERR(0, 770, __pyx_L9_error);
     __Pyx_INCREF(__pyx_mstate_global->__pyx_int_neg_1);
     __Pyx_GIVEREF(__pyx_mstate_global->__pyx_int_neg_1);
-    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_21, 1, __pyx_mstate_global->__pyx_int_neg_1) != (0)) __PYX_ERR(0, 689, __pyx_L6_error);
+    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_21, 1, __pyx_mstate_global->__pyx_int_neg_1) != (0)) __PYX_ERR(0, 770, __pyx_L9_error);
     __Pyx_INCREF(__pyx_mstate_global->__pyx_int_neg_1);
     __Pyx_GIVEREF(__pyx_mstate_global->__pyx_int_neg_1);
-    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_21, 2, __pyx_mstate_global->__pyx_int_neg_1) != (0)) __PYX_ERR(0, 689, __pyx_L6_error);
+    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_21, 2, __pyx_mstate_global->__pyx_int_neg_1) != (0)) __PYX_ERR(0, 770, __pyx_L9_error);
     __Pyx_GIVEREF(__pyx_t_23);
-    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_21, 3, __pyx_t_23) != (0)) __PYX_ERR(0, 689, __pyx_L6_error);
+    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_21, 3, __pyx_t_23) != (0)) __PYX_ERR(0, 770, __pyx_L9_error);
     __Pyx_GIVEREF(__pyx_t_22);
-    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_21, 4, __pyx_t_22) != (0)) __PYX_ERR(0, 689, __pyx_L6_error);
+    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_21, 4, __pyx_t_22) != (0)) __PYX_ERR(0, 770, __pyx_L9_error);
     __Pyx_GIVEREF(__pyx_t_1);
-    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_21, 5, __pyx_t_1) != (0)) __PYX_ERR(0, 689, __pyx_L6_error);
+    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_21, 5, __pyx_t_1) != (0)) __PYX_ERR(0, 770, __pyx_L9_error);
     __pyx_t_20 = 0;
     __pyx_t_23 = 0;
     __pyx_t_22 = 0;
@@ -27487,17 +28011,17 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
       __Pyx_XDECREF(__pyx_temp);
     }
     __pyx_t_21 = 0;
-    goto __pyx_L5_return;
+    goto __pyx_L8_return;
   }
 
-  /* "pypto/sim/_engine.pyx":691
+  /* "pypto/sim/_engine.pyx":772
  *         return S_OK, -1, -1, s.l2_hit_bytes, s.gm_read_bytes, s.gm_write_bytes
  *     finally:
  *         free(code)             # <<<<<<<<<<<<<<
  *         free(mem)
 */
   /*finally:*/ {
-    __pyx_L6_error:;
+    __pyx_L9_error:;
     /*exception exit:*/{
       __Pyx_PyThreadState_declare
       __Pyx_PyThreadState_assign
@@ -27529,7 +28053,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
       {
         free(__pyx_v_code);
 
-        /* "pypto/sim/_engine.pyx":692
+        /* "pypto/sim/_engine.pyx":773
  *     finally:
  *         free(code)
  *         free(mem)             # <<<<<<<<<<<<<<
@@ -27548,11 +28072,11 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
       __pyx_lineno = __pyx_t_32; __pyx_clineno = __pyx_t_33; __pyx_filename = __pyx_t_34;
       goto __pyx_L1_error;
     }
-    __pyx_L5_return: {
+    __pyx_L8_return: {
       __pyx_t_40 = __pyx_r;
       __pyx_r = 0;
 
-      /* "pypto/sim/_engine.pyx":691
+      /* "pypto/sim/_engine.pyx":772
  *         return S_OK, -1, -1, s.l2_hit_bytes, s.gm_read_bytes, s.gm_write_bytes
  *     finally:
  *         free(code)             # <<<<<<<<<<<<<<
@@ -27560,7 +28084,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
 */
       free(__pyx_v_code);
 
-      /* "pypto/sim/_engine.pyx":692
+      /* "pypto/sim/_engine.pyx":773
  *     finally:
  *         free(code)
  *         free(mem)             # <<<<<<<<<<<<<<
@@ -27572,7 +28096,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
     }
   }
 
-  /* "pypto/sim/_engine.pyx":493
+  /* "pypto/sim/_engine.pyx":559
  * 
  * 
  * def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,             # <<<<<<<<<<<<<<
@@ -27640,6 +28164,7 @@ static PyObject *__pyx_pf_5pypto_3sim_7_engine_2run(CYTHON_UNUSED PyObject *__py
   __Pyx_XDECREF((PyObject *)__pyx_v_link_arr);
   __Pyx_XDECREF((PyObject *)__pyx_v_raised_arr);
   __Pyx_XDECREF((PyObject *)__pyx_v_l2_arr);
+
 
 
 
@@ -29991,43 +30516,43 @@ __Pyx_RefNannySetupContext("PyInit__engine", 0);
   __pyx_t_9 = __pyx_f_5numpy_import_array(); if (unlikely(__pyx_t_9 == ((int)-1))) __PYX_ERR(0, 24, __pyx_L1_error)
 
 
-  /* "pypto/sim/_engine.pyx":52
+  /* "pypto/sim/_engine.pyx":53
  *     S_DEADLOCK = 2
  * 
  * OK = S_OK             # <<<<<<<<<<<<<<
  * USE_REFERENCE = S_USE_REFERENCE
  * DEADLOCK = S_DEADLOCK
 */
-  __pyx_t_4 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_5pypto_3sim_7_engine_S_OK); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 52, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_5pypto_3sim_7_engine_S_OK); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 53, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_OK, __pyx_t_4) < (0)) __PYX_ERR(0, 52, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_OK, __pyx_t_4) < (0)) __PYX_ERR(0, 53, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
 
-  /* "pypto/sim/_engine.pyx":53
+  /* "pypto/sim/_engine.pyx":54
  * 
  * OK = S_OK
  * USE_REFERENCE = S_USE_REFERENCE             # <<<<<<<<<<<<<<
  * DEADLOCK = S_DEADLOCK
  * 
 */
-  __pyx_t_4 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_5pypto_3sim_7_engine_S_USE_REFERENCE); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 53, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_5pypto_3sim_7_engine_S_USE_REFERENCE); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 54, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_USE_REFERENCE, __pyx_t_4) < (0)) __PYX_ERR(0, 53, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_USE_REFERENCE, __pyx_t_4) < (0)) __PYX_ERR(0, 54, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
 
-  /* "pypto/sim/_engine.pyx":54
+  /* "pypto/sim/_engine.pyx":55
  * OK = S_OK
  * USE_REFERENCE = S_USE_REFERENCE
  * DEADLOCK = S_DEADLOCK             # <<<<<<<<<<<<<<
  * 
  * # Limits of the exact domain: every cost below 2**50 cycles, their sum below 2**60, and
 */
-  __pyx_t_4 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_5pypto_3sim_7_engine_S_DEADLOCK); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 54, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_5pypto_3sim_7_engine_S_DEADLOCK); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 55, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_DEADLOCK, __pyx_t_4) < (0)) __PYX_ERR(0, 54, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_DEADLOCK, __pyx_t_4) < (0)) __PYX_ERR(0, 55, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
 
-  /* "pypto/sim/_engine.pyx":58
+  /* "pypto/sim/_engine.pyx":59
  * # Limits of the exact domain: every cost below 2**50 cycles, their sum below 2**60, and
  * # the byte products of the L2 hit share (eff * hits) below 2**52, exact in a double.
  * cdef double COST_LIMIT = 1125899906842624.0      # 2**50             # <<<<<<<<<<<<<<
@@ -30036,7 +30561,7 @@ __Pyx_RefNannySetupContext("PyInit__engine", 0);
 */
   __pyx_v_5pypto_3sim_7_engine_COST_LIMIT = 1125899906842624.0;
 
-  /* "pypto/sim/_engine.pyx":59
+  /* "pypto/sim/_engine.pyx":60
  * # the byte products of the L2 hit share (eff * hits) below 2**52, exact in a double.
  * cdef double COST_LIMIT = 1125899906842624.0      # 2**50
  * cdef double BUDGET_LIMIT = 1152921504606846976.0  # 2**60             # <<<<<<<<<<<<<<
@@ -30045,7 +30570,7 @@ __Pyx_RefNannySetupContext("PyInit__engine", 0);
 */
   __pyx_v_5pypto_3sim_7_engine_BUDGET_LIMIT = 1152921504606846976.0;
 
-  /* "pypto/sim/_engine.pyx":60
+  /* "pypto/sim/_engine.pyx":61
  * cdef double COST_LIMIT = 1125899906842624.0      # 2**50
  * cdef double BUDGET_LIMIT = 1152921504606846976.0  # 2**60
  * cdef double EXACT_LIMIT = 4503599627370496.0      # 2**52             # <<<<<<<<<<<<<<
@@ -30054,7 +30579,7 @@ __Pyx_RefNannySetupContext("PyInit__engine", 0);
 */
   __pyx_v_5pypto_3sim_7_engine_EXACT_LIMIT = 4503599627370496.0;
 
-  /* "pypto/sim/_engine.pyx":61
+  /* "pypto/sim/_engine.pyx":62
  * cdef double BUDGET_LIMIT = 1152921504606846976.0  # 2**60
  * cdef double EXACT_LIMIT = 4503599627370496.0      # 2**52
  * cdef int64_t DIM_LIMIT = 1 << 24             # <<<<<<<<<<<<<<
@@ -30063,7 +30588,7 @@ __Pyx_RefNannySetupContext("PyInit__engine", 0);
 */
   __pyx_v_5pypto_3sim_7_engine_DIM_LIMIT = 0x1000000;
 
-  /* "pypto/sim/_engine.pyx":62
+  /* "pypto/sim/_engine.pyx":63
  * cdef double EXACT_LIMIT = 4503599627370496.0      # 2**52
  * cdef int64_t DIM_LIMIT = 1 << 24
  * cdef int64_t STRIDE_LIMIT = 1LL << 32             # <<<<<<<<<<<<<<
@@ -30072,7 +30597,7 @@ __Pyx_RefNannySetupContext("PyInit__engine", 0);
 */
   __pyx_v_5pypto_3sim_7_engine_STRIDE_LIMIT = 0x100000000LL;
 
-  /* "pypto/sim/_engine.pyx":63
+  /* "pypto/sim/_engine.pyx":64
  * cdef int64_t DIM_LIMIT = 1 << 24
  * cdef int64_t STRIDE_LIMIT = 1LL << 32
  * cdef int64_t ADDR_LIMIT = 1LL << 44             # <<<<<<<<<<<<<<
@@ -30081,34 +30606,34 @@ __Pyx_RefNannySetupContext("PyInit__engine", 0);
 */
   __pyx_v_5pypto_3sim_7_engine_ADDR_LIMIT = 0x100000000000LL;
 
-  /* "pypto/sim/_engine.pyx":140
+  /* "pypto/sim/_engine.pyx":148
  * 
  * 
  * def _check_layout(instr_fields, trace_fields):             # <<<<<<<<<<<<<<
  *     """Raise ImportError unless the packed structs match ``INSTR`` and ``TRACE``."""
  *     cdef Instr i
 */
-  __pyx_t_4 = __Pyx_CyFunction_New(&__pyx_mdef_5pypto_3sim_7_engine_1_check_layout, 0, __pyx_mstate_global->__pyx_n_u_check_layout, NULL, __pyx_mstate_global->__pyx_n_u_pypto_sim__engine, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 140, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_CyFunction_New(&__pyx_mdef_5pypto_3sim_7_engine_1_check_layout, 0, __pyx_mstate_global->__pyx_n_u_check_layout, NULL, __pyx_mstate_global->__pyx_n_u_pypto_sim__engine, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 148, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_4);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_check_layout, __pyx_t_4) < (0)) __PYX_ERR(0, 140, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_check_layout, __pyx_t_4) < (0)) __PYX_ERR(0, 148, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
 
-  /* "pypto/sim/_engine.pyx":493
+  /* "pypto/sim/_engine.pyx":559
  * 
  * 
  * def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,             # <<<<<<<<<<<<<<
  *         int64_t[::1] core_cycles, int64_t[:, ::1] pipe_busy, int64_t[:, :, ::1] flag_wait,
  *         int64_t[:, ::1] starved, int64_t[:, ::1] queue_stall, int64_t[:, ::1] path_bytes):
 */
-  __pyx_t_4 = __Pyx_CyFunction_New(&__pyx_mdef_5pypto_3sim_7_engine_3run, 0, __pyx_mstate_global->__pyx_n_u_run, NULL, __pyx_mstate_global->__pyx_n_u_pypto_sim__engine, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 493, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_CyFunction_New(&__pyx_mdef_5pypto_3sim_7_engine_3run, 0, __pyx_mstate_global->__pyx_n_u_run, NULL, __pyx_mstate_global->__pyx_n_u_pypto_sim__engine, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 559, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_4);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_run, __pyx_t_4) < (0)) __PYX_ERR(0, 493, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_run, __pyx_t_4) < (0)) __PYX_ERR(0, 559, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
 
   /* "pypto/sim/_engine.pyx":1
@@ -30226,7 +30751,7 @@ static int __Pyx_InitCachedConstants(__pyx_mstatetype *__pyx_mstate) {
   if (__Pyx_PyTuple_SET_ITEM(__pyx_mstate_global->__pyx_tuple[1], 0, __pyx_mstate_global->__pyx_slice[0]) != (0)) __PYX_ERR(1, 763, __pyx_L1_error);
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_tuple[1]);
 
-  /* "pypto/sim/_engine.pyx":584
+  /* "pypto/sim/_engine.pyx":657
  *         if trace is not None:
  *             trace_ptr = <TraceRec*>cnp.PyArray_DATA(trace)
  *         link_arr = np.empty(total, dtype=np.int64)     # pages touched only where used             # <<<<<<<<<<<<<<
@@ -30235,7 +30760,7 @@ static int __Pyx_InitCachedConstants(__pyx_mstatetype *__pyx_mstate) {
 */
   {
     PyObject* __pyx_temp[1] = {__pyx_mstate_global->__pyx_n_u_dtype};
-    __pyx_mstate_global->__pyx_tuple[2] = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_mstate_global->__pyx_tuple[2])) __PYX_ERR(0, 584, __pyx_L1_error)
+    __pyx_mstate_global->__pyx_tuple[2] = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_mstate_global->__pyx_tuple[2])) __PYX_ERR(0, 657, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_mstate_global->__pyx_tuple[2]);
   }
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_tuple[2]);
@@ -30299,38 +30824,38 @@ static int __Pyx_InitConstants(__pyx_mstatetype *__pyx_mstate) {
   int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
   {
-    const struct { const unsigned int length: 8; } str_length_index[] = {{6},{8},{1},{2},{15},{23},{25},{32},{20},{22},{1},{1},{37},{45},{22},{179},{8},{15},{7},{6},{2},{9},{50},{39},{34},{94},{21},{30},{37},{5},{8},{8},{2},{8},{13},{15},{20},{12},{9},{17},{8},{8},{12},{10},{8},{10},{8},{7},{14},{11},{10},{19},{14},{12},{10},{17},{13},{12},{12},{19},{8},{13},{13},{6},{6},{4},{5},{6},{4},{3},{15},{3},{18},{1},{6},{6},{4},{5},{6},{4},{4},{5},{4},{1},{18},{3},{4},{8},{4},{11},{8},{5},{5},{6},{6},{4},{5},{6},{4},{5},{15},{5},{6},{3},{9},{3},{5},{5},{9},{5},{6},{7},{7},{7},{1},{2},{3},{9},{2},{4},{6},{2},{1},{2},{3},{5},{12},{5},{5},{5},{8},{1},{4},{10},{6},{10},{6},{4},{8},{3},{7},{4},{4},{6},{4},{2},{5},{3},{6},{2},{5},{1},{4},{10},{12},{14},{7},{9},{15},{2},{3},{4},{5},{9},{9},{9},{3},{17},{1},{2},{11},{6},{1},{6},{10},{9},{8},{4},{3},{1},{7},{6},{10},{5},{4},{9},{3},{5},{7},{6},{4},{4},{6},{1},{6},{4},{5},{5},{12},{9},{6},{6},{6},{11},{1},{5}};
-    const struct { const unsigned int length: 12; } bytes_length_index[] = {{1},{544},{2177}};
+    const struct { const unsigned int length: 8; } str_length_index[] = {{6},{8},{1},{2},{15},{23},{25},{32},{20},{22},{1},{1},{37},{45},{22},{179},{8},{15},{7},{6},{2},{9},{50},{39},{34},{94},{21},{30},{37},{5},{8},{8},{2},{8},{13},{15},{20},{12},{9},{17},{8},{8},{12},{10},{8},{10},{8},{7},{14},{11},{10},{19},{14},{12},{10},{17},{13},{12},{12},{19},{8},{13},{13},{6},{6},{4},{5},{6},{4},{3},{15},{3},{18},{1},{6},{6},{4},{5},{6},{4},{4},{5},{4},{1},{18},{3},{4},{8},{4},{11},{8},{5},{5},{6},{6},{4},{5},{6},{4},{5},{15},{5},{6},{3},{9},{3},{5},{5},{9},{5},{6},{7},{7},{7},{1},{2},{3},{9},{2},{4},{6},{2},{1},{2},{3},{5},{12},{5},{5},{5},{8},{1},{4},{10},{6},{10},{6},{4},{8},{3},{7},{4},{4},{6},{4},{2},{5},{3},{6},{2},{5},{1},{4},{10},{12},{14},{7},{9},{15},{2},{3},{4},{5},{9},{9},{9},{3},{17},{1},{2},{11},{6},{1},{6},{10},{9},{8},{4},{8},{3},{1},{7},{6},{10},{5},{4},{9},{3},{5},{7},{6},{4},{4},{6},{1},{6},{4},{5},{5},{12},{9},{6},{6},{6},{11},{1},{5}};
+    const struct { const unsigned int length: 12; } bytes_length_index[] = {{1},{544},{2346}};
     #ifndef CYTHON_COMPRESS_STRINGS
       #define CYTHON_COMPRESS_STRINGS 90
     #endif
-    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (2680 bytes) */
-static const char cstring[] = "x\332\325V\315w\323V\026\307!\t\2410-\316\007$\024\250\034 \356\027\246\016$\201\266\247s\234`\n\355\360a\207\020(\323Qe\351\331Q#K\266\236\224\304\235\3233,\275\324RK-\265\324RK/\275\364R\313\374\t\375\023\346w\237\354\020`fN\267\223\023\311\367\275w\337}\367\376\356\357\336\047Iq\244\257\016$\253\366+S\235\357\n_K\337>bM\313\356<\327\331\276d\325\245oU\313t\364\206k\271\\RLM\322t\233\024\337\235\326\315\321\002wl]c\3321e\311\262\377\347\372\333sG\232\337\375uC1M\313\221\024\316\365\206)9\226d3E\273a\231FGj\n\047\367\340\344CsO1tMjZ\032\373Rb\007-\354\205\251\274\232\247s\363u\313vl\305\314\177)5`j\244\314w\224\026\303Q\222r\240s\351\261\3450\311\331\001\022\033\035g\3072%\314i\314\320k\314V\034\206\323\310?X\265I\311\224\236\226\237\336\270}\347\266\360\326f\204\033\227\270[S\r8\3128\201Vsu\303\201u\247\323b\274 =\254K\035\313\225L\006\277\020E\013z\30778;\314\2248sH\220\362\"f\305\321-S\306v\335l\344\2070\351{\214v\337W\014\316\n\212\246\311\320c\252e\030\264f\231\274\240\324TM\347J\315`\314\244wC\325y*i\246\205\200\352\212k8\222,\333LsU&\313\222\346\n\213\246e\336@\200{\272b`U\325M\335\221e\323m\266:\005Y\265lVhb\237\256\330\266\322\221\352\212n\244Q\350\315\026\240=\256\3466\025g\347=\215V\247\345X\005\2567\01323\033\272\311\244}\205\247\010IH\016P\264\020\267-=|\274\371\254z\363Y\265\264Q\226\014\005x9\337\000]\322\003\047\034i_\207\355_Zz\013Y\343\216b\030\322\r&\025~\021\326o\302\372\315\241\365B\253s\340\212\240\311\005\350Y*r(\245\336k\212\243\024\376\303jJ\007\312g\312D^(mn<|x\257\\\272\367\267\047\033?\226\rCoq\235?\371q\223\265]f\252lk\263,W\313\367\313\325\362\343\2152\225J\341M\325\310\362\323\316\001\236{\240\214\374\230\0358UV\227\345aZ\001; \246\304\277\021\032\314\321\035\326\244\t\215\366\340\257\356\232*\375b\211\217v\245p\222\324TtS\374Z\232k\2105Si\246\277t\274,\003\003Y\335a\352.w\233\351hh\205D\"e*\271fKWwa\241l\216\364\366\034\002\207l\264]\305\030\231\0351\346HRE\235\034\233`\0074\000\211\217\\\341\307\\?\222\337\354s\030\247X\204\227r""\232oY\347D$H\310\243\"\203\342\266\202\t\203\343\215\007%\257\310\266\265\017\321\006\313\325Q\366\344\232[\257\243R\221a\3361U\335*\034\031\341\265\2320S\023f\360\306\00335a\006o^S8\243\207\327\\\336QU\003{d`\213\216\241b^\335UMGE_Q\255f\313`Tm\266x\020\207j0.Dfj\364\213\201k:\2328N\023\307\341\215\007\307i\3428\274\271F\330\213\027\305\232\366\\\326l9\035p\n\307\300\024C&D\327a\266\215\177\030\336c\246S7\224\206\274\257\350B\340\250\032T\332\260\261\325\341*\312\241n3&+N\243\321D\233\303\177\032\302\016\340U4<-\331\334qt]\323\233M\364Wv@5d\313u\235\031\032\327Mg\365\266\316\271\313\210\205<}\375\306vw\241I\217,(a,\313@\030|\2454A\327@\2719;\000l\227\036ZC\244\370\247\226L\255\230h`\n`\320\317\233fK4\nDl\325\353`\203\325\262\366Mf\267Z\300\270\205\256!\327: \204\220\014\004o\252\035!\303Yd\327\346\216\030Y\251*\241\223\n\326\3760\021-\265\245r\364\006F\3172\275dJ\250\0204\313\024\3232A\324\262Z\357\365\243v[CQ\273L\026mE\210\032\270\204\336\251\245o\nn$96k\350\034W\201\215\316l\273&\347\340\241b\3634\265\210l\330fEG!\030\271\201d\320\321\334Vq\200M\205`\3571\215\352\301\345\260\324\342@\003\331pU\307\021Hc\005\275\021\315\302\0209\024\257a\252R\271\005e\223\220s[hh\0147\232\313\370\036\250d\331 \036w\016~c\266\305\237\274\316\3741ubb\326[\363s~1\031?\323]\365.\370\031?\353_\363k\301\311\340N\270\026\345\242bt?^\2147\342N\377T\277=xZ\031T^\014^\3744\370\351Urf\326\373\336/\372%\177;X\017\324p!\312\307\3318\027\257\365\026{\245\344\314\234\267\215\245\212\277\023\324\302\223\341\335\350\373\270\030\227\342\355\336zOI\316d\337:h-\314GY\034\265\022\217\305\271w\315^\214\326`\264\030?Hw\276m\366\353h\033F+\361N\257\326\317$gf\322P\374\373\301b\260\021\034\204\373\221\022\265\343\311\270\326\313\374\277\231\275\340\265\223\361\251\356\251n\333\313$\343Yo\336\277\020d\202l\260\024\216\205W\303\227Q\003v\224x_X\312.\274\265\370|\350\303\275\336X/\227d/\372y,\345\200\362b\270\201C\322\235\256p0{\331\257$\343\247^;\335[\335\246\177\313\377\025^\026\223\251\017\273\273HN""\016\374\230?1\361yx>lGp\342\263\221\220\017\366\302J\250$\343KA=,\205\225c\302\321\322\027\341*\3454\031\277\001\177\212Q\351H8\034\277\350_\365+\203+\205A\341Q\377g\020\211fr\177L\236\230\220\374\366\037\037\234\230\230|-\247\230&\343\023\203\211\363^\003\000*B\236\367O\371\355\000\036L\274\376\307\210\265\023\307\264_\377=\345\325\177U\030L\0143B\323/\272\333^\311\033\212\225\356\257\243\2352f_\021\236\251\305\254\367\351\310\320+/\363\346\200\267\006?{9\357\356\3200\035R\361\014@^\024#\244\322\3770P\202\3660\206\214\377I\230\t\305\266\227]\245\353\342\270\347\376J0\t\225\203\260\235\272\263\345-\215L\223\316\277|e\360\311\315\260=\370\252\324\313\016\326\237\r\236m\2451\026\275\037|\305\347\001\200>\335\315v\005\214\013\376\007`B&\231\232\367O\372k\301\325\240\032\330\341t\270\034nG\353\310~5vz\313\275j\317\356\237\357\333\203Ju\224\177%\231:\235\214_\361-\221\247\047\275[\275F\277\332o\323\262\333\335\350\266\223\251\263\335R\267\"\264>&<>\206\361\305\000\260RZl\202\353\023\337\t\226\003`p\331\177\005*\302\251\013^\047\030\013\204\300\375E\312\301\025_\r\246\t\231+`\333\030*\177:\022\266\276\206\233\373a\215\370Et\036\013\362\360\271H\20394\211S\010!{|p!\032#v\245\023\330s\321\277N>\034\216O\220\237eo\316SPAg\247\275\353@?CB\316[\001\036\253T\013\243!\346\347\200=q\343\3549\244snp>\037\374\036\225\"D9\354\206\311\331y$\257)(<5\343-\013\365\357\203U\341\334\324\234W\365\366@\317F\360\034\370bW\326\233\366VQ;\213\376\272(\372\014\034\235\214j1\262q\272{\276\373\273\377(\314\002\227\251\217\336\210\263\336\243\340r\250 \363\177\371\220\334\230\360\266\004\337\316\021\213\352\344\332\264\227\247rD}\326\203\007\341\203\350A|\277\267\324\237\354+\311\331\217\272\216w\313S\222s\013~\366\360\334\254W\006\036\212\277O\047\047\263(n\237\005wQ\231[\321R\234\211\347b\255\227\353\255\240c\034i\266\223Y\242\347\004\210;{\005\343=do\366\022\210\274\005\224\260D\301\245\371\232G\221\"I\225c\302\"t\316Q}V\311\316\274?&\374\236]\360gD%`fR\220\223H\202\3018f7\005\033f\347\005""\271\305\226E\240I\234\231\005\247\374\262\350T\305C\270\360\003\312\201\243e\225\310\r\033&\327}\215h\035\316\240\213\265\223\371k\301=\014\210\326\233\240\002\2057\023\257\307J2\237R\251\235\\\312\007m\264\263\325\350b\274\034W\222K\327\310\013\212\321\r\204M\327\337\200\333\363\010\226^\345`N\224\350%)\030\017J\301fx\032\355kqX0P\273\002\232\221\353\307U\257\007\025\000\235rx%\036Go\177\331SPW\323\375\265A\0255\212\213\362\345\237\324\",\203\025$m\236<\374\047\272\370f4\036mD<\276\036\267{S\375L?\233,P\351d\337\325\330\217\353h\345j?\333\377tP\335\034l>;\234OC\330\016\037F\225H\000\262\212\014\336\025\r\372\322\325\240\210\313f\0175\276\034\275\304=\220\"\200\014\332\301\014n0j\343C<\323\203\210\020\260\260\202k\272H\261<\003i\363\321\002.\230\333\261\335\313\246\3411\324\302%\212\340\233P\215f\242{\361I|\005|\332\317\365\357\300\037\352U\227\027\321\206p:5\010:\237\212Y\372\214^K\201\222H\271\021\354\251\317\032]_\251\301bz\200\212\254?@2\250\220\206\047.\207\325\260=\032\334\306\305t\032_\037\327py\322\245\367\2363\213\357`\004O\\\370\321N\244/\302\242\210\371\244\2705\357\366J\275J\222[\302\211p\356\363p\tX|!.L\016\263\244|8\234\275\201\274dz3\275\215^j\204B\310\004\347\321\302\355\3508,\357:\250\274\357\334\347\375R\377\305`\353\371\340\371\366\341\260\034\207u\222v\315upoRPN\324\336J\360A\230\013oQ\257<\02458\234\035\023x\2755\020-@\013\256\005;\270\223\317\321\007\307\325\2640\047\250\300I\373\222\377\000\270W\376D\t\014\0231\027j\370T[\216\252`\036}\251\314\023\243\312@\013\035s\315\273\212\373\364\354\214w\007\275\212\005\267\004\212\307\347\357\242\346\010w\236\366\300}O#\207p\345T\006\205\357\210\215\207\243KF\374\374\033\317\335x\225";
-    PyObject *data = __Pyx_DecompressString(cstring, 2680, 1);
+    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (2771 bytes) */
+static const char cstring[] = "x\332\325V\315w\323\306\026\307!\t\241\320\026\223\004\034\nT\t\220\320\017L\023 \201\266\207w\234\304|\264\217\017;\204@y\255:\226\306\216\212,\331\032)\211\373\316;\217\245\227Zj\251\245\226Zz\351\245\227^j\231?\241\177\302\373\335\221\035\002\364\275\323\355\313\211\344;3w\356\334\373\273\277{G\ns\225o\366\024\273\362\033\327\334\273\371o\225\357\037\361\272\355\264\236\033|W\261\253\312\367\232m\271F\315\263=\2410KWt\303!\305\367\247\rk\270 \\\307\320\271~HY\261\235\377\271\376\356\334\201\346\335\277\2551\313\262]\205\ta\324,\305\265\025\2073\375\232m\231-\245.\235\334\201\223\017\255\035f\032\272R\267u\376\265\302\367\032\330\013S\013\332\002\235\273P\265\035\327a\326\302\327J\r\246\206\312b\23358\216R\330\236!\224\307\266\313\025w\033H\254\265\334m\333R0\247s\323\250p\207\271\034\247\221\177\260\352\220\222\245<->\275v\363\366M\351\255\303\t7\241\010\257\242\231p\224\013\002\255\342\031\246\013\353n\253\301E^yXUZ\266\247X\034~!\212\006\364\016op\267\271\245\010\356\222\240,\310\230\231k\330\226\212\355\206U[\030\300d\354p\332}\217\231\202\347\231\256\253\320\343\232m\232\264f[\"\317*\232n\010V19\267\350]\323\014\221J\272e#\240*\363LWQU\207\353\236\306UU\321=i\321\262\255k\010p\307`&V5\3032\\U\265\274z\243\225W5\333\341\371:\366\031\314qXK\2512\303L\2430\352\r@{X\315\2533w\373\003\215F\253\341\332ya\324\363*\267j\206\305\225]&R\204\024$\007(\332\210\333Q\036>\336xV\276\376\254\\X+*&\003^\356w@\227\364\300\tW\3315`\373\327\206\321@\326\204\313LS\271\306\225\374\257\322\372uX\277>\260\236o\264\366<\0314\271\000=[C\016\225\324{\235\271,\377\047\253)\035(\237)\023E\276\260\261\366\360\341z\261\260\376\367\047k?\026M\323h\010C<\371q\2037=ni|s\243\250\226\213\367\212\345\342\343\265\"\225J\376m\325\250\352\323\326\036\236uPF}\314\367\3342\257\252\352 \255\200\035\020S\342\337\n5\356\032.\257\323\204N{\360W\365,\215~\261$\206\273R8I\2523\303\222\277\266\356\231r\315b\365\364\227\216WU`\240j\333\\{-\274z:\032X!\221H\231J\236\3250\264\327\260P\264\206z;.\201C6\232\0363""\207f\207\2149\2204Y\047\207&\370\036\r@\342\003W\304!\327\017\344\267\373\\.(\026\351\245\232\346[5\004\021\t\022\362\310TP\334a\2300\005\336xP\362Lu\354]\210\016X\256\r\263\247V\274j\025\225\212\014\213\226\245\031v\376\300\210\250T\244\231\2124\2037\036\230\251H3x\213\n\023\234\036Q\361DK\323L\354Q\201-:\206\206y\355\265f\271\032\372\212f\327\033&\247js\344\20384\223\013)rK\247_\014<\313\325\345q\272<\016o<8N\227\307\341-t\302^\276(\326\264\347\362z\303m\201S8\006\24682!\273\016w\034\374\303\360\016\267\334\252\311j\352.3\244 P5\250\264Ac\253\302U\224C\325\341\\en\255VG\233\303\177\032\3026\340e:\236\206jm\273\206\241\033\365:\372+\337\243\032r\324\252\301M]\030\226\273|\323\020\302\343\304B\221\276~\347\257_C\223\036UR\302\\R\2010\370Ji\202\256\211rs\267\001\330kzh\r\221\342\237Z2\265b\242\201%\201A?\257[\r\331(\020\261]\255\202\rv\303\336\265\270\323h\000\343\006\272\206Zi\201\020R2\021\274\245\265\244\014g\221]G\270rd\247\252\204N*\330\273\203D4\264\206&\320\0338=K\364R)\241R\320mKN\253\004Q\303n|\320\217\232M\035E\355qU\266\025)\352\340\022z\247\236\276)\270\241\344:\274f\010\\\005\016:3=j\303\026\216g\t\001>2G\244)F\204\203v+;\013\301)L$\205\\\020\216\206\203\034*\010g\207\353T\027\236\200\305\206\000*\310\212\247\271\256D\034+\350\221h\032\246\314\245|\rR\226\312\r([\204\240\327@c\343\270\331<.v@)\333\001\001\205\273\367;wl\361\344M\346\217\211#cS\376J0\033,&\243\047\332\313\376\331 \023d\203\313A%<\032\336\216V\342\331x1\276\327\231\353\254uZ\275c\275f\377i\251_z\321\177\361S\377\247W\311\211)\377~\260\030\024\202\255p5\324\242\231x\241\223\355\314vV\272s\335Brb\332\337\302R)\330\016+\321\321\350N|\277\263\330)t\266\272\253]\226\234\310\276s\320J\264\020gq\324\255\316Hg\366}\263\347\342\025\030]\354<Hw\276k\366\333x\013FK\235\355n\245\227INL\246\241\004\367\302\271p-\334\213vc\0267;\343\235J7\363\377f\366\254\337LF\047\332\307\332M?\223\214f\375\\p6\314\204\331p>\032\211.E/\343\032\354\260\316\256\264\224\235yg\361\371\300\207\365\356Hw6\311\236\013\026""\2604\013\224\347\2425\034\222\356\364\244\203\331\013A)\031=\366\306m\337h\327\203\033\301o\360r1\231\370\244\375\032\311\231\005?rG\306\276\214\316D\315\030N|1\024\026\302\235\250\024\261dt>\254F\205\250tH8X\372*Z\246\234&\243\327\340\317b\\8\020\366G\317\005\227\202R\377b\276\237\177\324\373\031D\242\231\331?\306\217\214)A\363\217\217\216\214\215\277QSL\223\321\261\376\330\031\277\006\000\231\224s\301\261\240\031\302\203\2617\277\014Y;vH\373\315?R^\375W\205\376\330 #4\375\242\275\345\027\374R\272o\312/\373\315 \223\252\027\010\372\261\366\246?\353\003\215\223\355\207X\024\360z\203PNN~\334\376%5\374\312\317\244\206J\355\337\206\347b\267\377J\352I\273Y\377\352\320\rh\277u\357\235\301\3178\350\316\300-r\261\344\233H\330\242\034\201\010\301\047!\013\233\003\0042\301\347Q&\222\333^\266Y\333\303q\317\203[\3418T\366\242f\352\316\246\077\0774M:\377\016X\377\363\353Q\263\377M\241\233\355\257>\353?\333L\021Z\364\177\010X B\244\351x;\333\226I\230\t>\002\2172\311D.8\032\254\204\227\302r\350D\247\243\245h+^\005w\312\035\267\273\324-w\235\336\231\236\323/\225\207\354a\311\304\361d\364b`\313,?\351\336\350\326z\345^\223\226\275\366Z\273I0\026\332%\251\365\031\341\361\031\214\317\205@\232\222\352\020\\\237\007n\270\024\002\203\013\301+\020\031N\235\365[\341H(\005\021\314Q\006/\006Zx\232\220\271\010\256\216\240o\234\216\245\255o\341\346nT!v^\220\245X\213\312\204\306L0\203S\356\303\375\022\r\246\321o\216!\236\354\341\301\331x\204\210\232N\300\300\271\340\n9\264?:FN\027\375i\237\241\030O\236\366\257H\206@\230\365o\001\234e*\253\341\020\363\323H\004\321\354\344)\344v\272\177f!\374W\\\210\021\362\240\261&\047s\310d]V\303\304\244\277$\325\357\207\313@\027,\233\006\307v\300\364Z\370\\z;\221\365O\373\313(\303\271`U\366\217\014\034\035\217+\035\244\346x\373L\373_\301\243(\013\220&>}+N\371\217\302\013\021C\340\037\177Bn\214\371\233\222|\247\210RUr\355\264\277@\225\215R\257\206\017\242\007\361\203\316\275\356|o\274\307\222\223\237\266]\377\206\317\222S3Av\377\324\224_\004\036,\330\245\223""\223)\364\211\200\207wP\344\233\361|\047\323\231F\023c]\257\267.o\204\347\375\347[\311\301\226f2E\244\035\003\235\247.b\274\203\234N\235\007\2757\001\027\226(\3124\2139\024>RW:$\314A\347\024\325|\231\354\344\202\021\031\300\324L0)\353\0033\343\222\262D\035\014F1\273!92\225\223\224\227[\346\000+1i\nL\013\212\262\373-\356O\301tx\027\204YBN\016\r6\344\255\363\347\023\267\300\261\271h5b\373\010\340\007\224\230\300\260@A8ph5\320\251T\242I\364\325f\222\273\034\256c@\245\262\001F]\245\036\234\344Rj6\223\363\013a\023\315u9>\327Y\352\224\222\363\227\311\177B\307\013\245=/XC\3009\300D\257b8-K\376\274\022\216\206\205p#:\216f:7(@\250]\004S)\350\303\252W\302\022r\225\326\304\255\316(n\232\227H\221\323;\335[\351\227Q\363\270\266_\376E\255\\\032{\206\016b\301?q\247l\304\243\361Z,:W:\315\356D/\323\313&3T\212\331\3675v;U\\,Z/\333\273\332/o\3647\236\355\347\322\020\266\242\207q)f\004\3102r\177G^\027\347/\205\213\270\372v\3203\226\342\227\270\225R\004\220{\047\234D\021o\203\313;\310VnH#\030\313\204g\020-\314\334\226{\005xO`\206\233\0200{\013\337\023\213\024\3463\224\304B<\203,\334\3548\335l\0329G\245\235\247\340\276\213\264x2^\357\034\305\347\312\325\336l\3576\\\245\266xa\016\035\017\216Q/\"\363\324*\224/\3505\037\262D\231\035f$\rG\2279\226\006\027\323\0034\220\341\001\362De:8qIv\242\301\340&n\320\343\370L\272\214[\236n\347\017\234\231{\017>x\342\301\217f\242|\025-\002\264\215\370\250\274\336\357t\013\335R2;\217\023\341\334\227\321<(\367\225\274\331\005\314\222\362\376`\366\032R\226\351Nv\327\272\251\021\n\201@\334\213\234\3700,\357;\310>t\356\313^\241\367\242\277I\345\276?\250\361A\361\245\rz\025\264\034\227l\224\005}+\374(\232\215nP[\336\227\205=\230\035\221x\2753\220\rF\017/S\312\223S\364et)\255\3661\352\032\244}>x\000\334K\177\241:\006\211\230\216t|S.\305e\220\222>\251rD\266\"\320B?^\361/\341\342?9\351\337F\047\344\341\r\211\342\341\371;(Go@/t\330]_\047\207p\273\225\372\371\273D\324\375\341}&\177\376\003<\311\301<";
+    PyObject *data = __Pyx_DecompressString(cstring, 2771, 1);
     #define __Pyx_DecompressString_LZSS_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (3544 bytes) */
-static const char cstring[] = "\377 at 0x o\377bject>.:\377 <Memory\377View of \377<contigu\377ous and gdir%\001\007\rin\021\005\177strided\"\010o or \004\031><(\t\376A\006>?Canno\377t assign\377 to read\177-only m\240\002\375v\242\000Invali\377d mode, \347exp\305\000|\000\047c\047\376t\001\047fortra\237n\047, gH\000%\005s\357hape\222\000 ax\377is Note \373th\207 Cytho\373n \021\000delib\237eratek\000\320\001c\367ter!\001n PE\337P-484\212\"re\376\264!s subcl\366\246\000es\261!buil\373ti\260\000ypes.\377 If you \223ne\224 \303\000p\316\000%\tt\177hen set\200\000\367e \047\357\002atio\377n_typing\355\047\355$iv\242\000o F\377alse.add}_\231 ecoll\266@\376+\000s.abcdi\177sableen\002\001\357gcis\004\003dno\377 default\377 __reduc\277e__ duM\002n\367on-\262@vial\376\033\000cinit__\377numpy._c\337ore.m5\000ia\377rray fai\235l\300\003imp\330 \033\tu\357math\021\016pyp\377to.sim._\377engine w\227as \235\" \232@\322`o\376\376\000r INSTR\377/TRACE l\315a\255 t;\355@\306!d \337it wiY\000`p\373ip\310`stall\277 -e .`Y\002/\372[\000/W\004.pyxuX\372\002\255a%\000oc\301@ \270\003\037data.\013\020\211c\333\204\001\376\270\204\003s.ASCII\377DEADLOCK\377Ellipsis\377OKSequen\377ceUSE_RE\177FERENCE\247\205\001}.\254\205\007__Pyx\001\000\377Dict_Nex?tRef__\320D\364 \333__\245b__\001\005ge_titem\r\001d0\001\036\027\000func\035\001\030\000\352\000\361t1\002\353#3\001main\336\003\002odulM\002na\315m\002\003ewT\001\201 _c?hecksuT\000\n\001\340?\004\025\001\323`\372@\037\001unp\267ick?\000En \005vyt\274a\230\001qualO\005\304\252e\263fc\243\205\002\277\001\306dex\336\314\001set_\203\005seqt\262\006\003\006.\007tes\343`\272\240\003_\352C_is\354ao\373ut\243`a_add\233ra\376`ls\003\000\001\000m\177ema_row\014\000\337rsabc\324E_b\337uffer\234\204\001sy\377ncio.cor.?\003sbbB\002bB\002\003\000\177sb_membB\002\276\003\000sbase\000\001s\377busyccli\367ne_\331 trac\376\025\000ckcntco\377decomple\363te\212\205\001\216\205\001_cycwles\006\002end\241\205\001^\n\000untd\261\002d\261\002\226\003\000sdk\001d\261\002\003\000s\341d\370!\000""\002\350\001\356\211\003emp\273ty\321`odeH\000ewnum\361\207\002err\000\000\377oreventf\177lag_wai\004\002\177sformat\322\210\004\375f\250\000talfre\377e_atggmg\277otgot_\276\002h\376\202`adheap_\377nhtiidim\377mindexin\377str_fiel\377dsint64i\257ssue\202\204\001s\000\002i\177zekkind\000\001\375_\216bl2_arr\363la\263@\047\002leng\313th\256 k\000\001\030\001me\217mmem\217\212\001\207\212\001\216\204\001n\332\224\"ns\000np\313\207\002ob\377joffseto\377pownerpp\377ackpath_\363by\216`\005\002late\307ncy\021\002\252\000\333@rs\005t\037\002o%\003\220\212\001/\002\211`\202D\377pcpcspipee\000\0012\005\001\222`sy\004\002\327don\022\002_\237!po\375p\377\207\016qqdque\347ue_\322\207\002\006\002drr\037aised\000\003\365\001\002\005\177tregist\233@\377ingrunss\277calars\325Cs\323et\340\211\004\334\213\002s\304 sl\374\212@\232Asrcsta\275r\221\205\001rved\323\206\001u\355sG\000ps\213 str\357uctt\370\205\002sta\177iltotal\202\204\002\250\207\204\002\244D\006\003p*\000n\266!u\377pdateval\377uesvecto\377r_costxz\377erosO\200\001\360\377\010\000\005\024\2207\230!\377\2301\330\004\013\2106\220\377\027\230\001\230\021\230$\230\377b\240\003\2408\2507\260\377!\2601\260F\270\"\270\377C\270y\310\007\310q\320\377PQ\320QX\320XZ\377\320Z[\330\013\024\220G\377\2301\230A\230W\240B\377\240c\250\031\260\047\270\021\377\270!\2707\300\"\300A\337\330\013\025\220W\030\000Q\230\377h\240b\250\003\2509\260\377G\2701\270A\270W\300\277B\300a\330\013\021\\\n7\357\250\047\260\021h\0005\270\002\273\270!G\r\032\2607R\0001s\270H4\003I\013:\260WR\000\377Q\270h\300b\310\001\330\373\013\023\305\003\230F\240\"\240\377C\240x\250w\260a\260\177q\270\006\270b\300\001\000T\376UV\027\220q\330\004\010\210\377\007\210q\220\001\330\004\021\377\220\030\230\027\240\001\240\021\377\240&\250\002\250#\250Y\377\260g\270Q\270a\270w\326\363\002\021\031\020\nV\253$D\300\377\002\300!\330\021\032\230\047\3765\000!\2407\250\"\250C\364\220 4\003u\204B\021\035\230Q\377\330\004\007\200t\2103\210\337m\2303\230j\250@1\330\257\010\016\210k""\203`!\235`\030\377\000\005*\250\026\250q\260\372\202\000)\001\005\047\240v\250Q\377\250a\330\004&\240f\250\267A\250Q\000\006\330\004\022\006+\373\2506\320A\330\004-\250V\372\301`A\000\006\340\004\032\230#\377\230Q\320\036.\320.M\363\310]\306`\016\001!\360\006\000\377\005 \230q\360\n\000\005\367\006\200_\323c\330\004\005\320\377\005\026\220g\230Q\230a~\007\002\030\230\007\230q\240\215 \327\005\200^\256\204\005\005#\010\200\\\230\273\204\0036\000\013\023\320\005\220\204\004\036\001X\277\210W\220A\220Q\005\003QS\210j\367\204\0016\001_\023\000[\351!\276C\001\\\220\021\220(\232\205\003\005\317\200[\220\001W\007\000\n]\220\347!\2209\354\204\001\257\002\025\220Q?\220l\240!\2401\275\002\310@\277\230\016\240a\240q\275\004\001\277\230\037\250\001\250\021\241\001Y\357\210a\210u\202\000V\2305\273\240\006 \000x\250q\224\003U\363\220&\207\005 \001\177\230a\320\377\037/\250q\3200A\300\177\021\320BT\320TU\336\003\3771\220J\230a\230s\240\177!\330\004\t\210\021\210\302\"\367\031\230\n\244`\001\330\010\030\377\230\003\2307\240#\240R\377\240r\250\022\2502\250W\373\260B\265`R\270t\3002\377\300R\300r\310\026\310r\367\320QR\370Ea\330\010\t\337\330\004\036\230o\254BO\300\1773\300g\310R\310q\233a\377u\210C\210q\330\010\014\257\210A\210Q!\002\033\254\207\001\033fZ\000\"\240\327@\223Ar\240\316\000\277\037\230t\2402\240\317`\035\337\230[\250\002\250\222\000\027\220\367y\240\002\232\001\027\220s\230\373\"\230\204`\036\230c\240\022\372\226!\036\353`\002\250\047\260\022\177\2601\330\004\033\230:\244\000\347w\250b\345a\313\204\001\002\240\047\376\261\0001\330\004\031\230\025\230\327b\240\007\300\000\021\001\t\027\260\267\002\260!\026\005\001\330\322`%\335\230\201\000\340\004\005\244\001E\220\377\025\220a\220q\330\014\022\277\220%\220q\230\001\005\001!\213\2205\215 6\210\205\001\007\005\025\000\025\273\220V\300\210\001\330\014\020\331@\025\377\320\026\047\240}\260A\260\\\343\000\207\211\004\330\014\030\272@m\276\204\002\357\010\023\2202*\002G\2406\376\230\002\010\025\220R\220v\230\237Q\230g\240V""\335 \231 \021\277\220\022\2206\230\021\350\000B\376\365\210\002\001\250\027\260\006\260b\375\270\213@\t\210\026\210}\230\267M\250\021\225 \010\017\001\007\024\277\220M\240\035\250a\367@\r]\016\203\001\005\220U\213\212\002\020\302a\351f\260 \302\000\047\213\206\001\2303\230\377f\240H\250H\260H\270\377F\300&\310\006\310a\330\377\014\017\210t\2203\220a\377\330\020\031\230\021\340\020\024\373\220E\253 a\230w\240b\377\250\001\330\024\035\230Q\230\377e\2409\250A\250U\260\377&\270\001\270\025\270d\300\277!\3005\310\001\330!\006q\373\330\024\233\204\001\005\230Q\330\024\365\036\307`v\273@\024\034\230A\303\230U\320`\030\000\331\001\252C\030\032\333\230!\242@Q\330\000\006\030\"\332\364`\020\234\206\001R\230E\000\030\230\275\002\303\213\002\024\031\230\023\205\205\002\024\307\030\230\006\230\204\002\241a\n\000\004\230\347A\230S\211b\027\000\001\230\021U\330\036\000\002\222`G\257b\024\321`\333\230E\245\210\0021\340\200\000J\240\177a\240s\250\"\250A\236\001\335rP\000B\230d\323\204\001\250\023\377\250C\250q\330\030$\240\227D\250\001\322\204\002S\210`\333\001\023\277\270B\270a\330\030\305cq\377\330\034\047\240q\250\003\250\3776\260\032\2702\270Q\330\257\034$\240A\336\003u\005\001\027\257\220u\230C\264\000\030\352\000\330\356\002\000E\240\025\236\206\002\034 \240\377\004\240A\240S\250\t\260\347\021\260\"\252\205\004l\000\036\230b\374\304\204\002\037\t%\240Q\240b\250\376\276\204\0035\270\004\270A\270Y\377\300a\300r\310\022\3107\377\320RT\320TX\320XgY\330\034\001\"\310!\2405\262@\375\030\202A{\250#\250S\260\377\004\260C\260s\270%\270\377q\300\010\310\001\310\021\330\355\031\267\205\001\021\330\023\014w\270f\377\300B\300c\310\021\310(\377\320RS\320ST\340\030~\275\003W\250I\260Q\260\214\"\3476\240\022\202b\203 #\2401\377\240C\240v\250V\2602\237\260Y\270a\270\307 \353AR?\230r\240\023\240B\313\212\002\311$\370c\003\215a\320 5\240\003\2401\376\310\001T\250\021\250\047\260\031\377\270!\2704\270r\300\021\346\331\003e\250\031\000\213`\240;\250\377c\260\023\260D\270\003\270\1777\300(\310!""\3108\215\000>\250\210\001\035\"\240#\240\201@\235\207\001~|\001r\250\021\330 )\001\001\377&\240a\330 !\330\034\232\250\td\355\216\001\330\034M\001o\002Q;\240c\363@H\260B\304\205\002\314\"\177e\2502\250R\250qw\005\3774\250q\260\t\270\021\270W$\270b\360\214\002\034}\r\"\225,\377\034\037\230u\240C\240q\177\330 +\2501\250A\353 \375\003\343\217\0029\300A\300Q\330\357!&\240c\236\001*\250&\357\260\002\260+\346\215\002s\300!\326(\002\340 \020\003-\225@\001\300\317\023\300C\300?\003\277\001\001\240?\026\240x\250r\260\213)\241a\333e\250\227\007a\330\214\016*\310\377A\310X\320UV\320V\343W\340\210\206\004\241\205\004\260\211\003B\230b\372\231\213\002q\366\205\0035\240\n\250!K\2503\250\211\001\340\377\205\002\226\206\0025\344\211\001\347\2401\330\000\n\376\206\002d\240$\277\240h\250a\330\020\233\221\001#\316\346\206\001\030\230\005\335\206\001*\001\034\230\237H\240A\240Q\340\204 \304\204\002c\277\250\025\250d\260!\272`R\353\260w\323\221\002\030\316aE\250\021\377\330\010\013\2107\220#\220\377Q\330\014\023\2208\2303\317\230e\2403\301\"\014\t9\230uC\363\"s\376\210\003w\220d\210\217\001\177\230o\250Q\320.>\212\204\001\001\340\335\213\005\347\213\002";
-    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 3544, 4731);
+    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (3678 bytes) */
+static const char cstring[] = "\377 at 0x o\377bject>.:\377 <Memory\377View of \377<contigu\377ous and gdir%\001\007\rin\021\005\177strided\"\010o or \004\031><(\t\376A\006>?Canno\377t assign\377 to read\177-only m\240\002\375v\242\000Invali\377d mode, \347exp\305\000|\000\047c\047\376t\001\047fortra\237n\047, gH\000%\005s\357hape\222\000 ax\377is Note \373th\207 Cytho\373n \021\000delib\237eratek\000\320\001c\367ter!\001n PE\337P-484\212\"re\376\264!s subcl\366\246\000es\261!buil\373ti\260\000ypes.\377 If you \223ne\224 \303\000p\316\000%\tt\177hen set\200\000\367e \047\357\002atio\377n_typing\355\047\355$iv\242\000o F\377alse.add}_\231 ecoll\266@\376+\000s.abcdi\177sableen\002\001\357gcis\004\003dno\377 default\377 __reduc\277e__ duM\002n\367on-\262@vial\376\033\000cinit__\377numpy._c\337ore.m5\000ia\377rray fai\235l\300\003imp\330 \033\tu\357math\021\016pyp\377to.sim._\377engine w\227as \235\" \232@\322`o\376\376\000r INSTR\377/TRACE l\315a\255 t;\355@\306!d \337it wiY\000`p\373ip\310`stall\277 -e .`Y\002/\372[\000/W\004.pyxuX\372\002\255a%\000oc\301@ \270\003\037data.\013\020\211c\333\204\001\376\270\204\003s.ASCII\377DEADLOCK\377Ellipsis\377OKSequen\377ceUSE_RE\177FERENCE\247\205\001}.\254\205\007__Pyx\001\000\377Dict_Nex?tRef__\320D\364 \333__\245b__\001\005ge_titem\r\001d0\001\036\027\000func\035\001\030\000\352\000\361t1\002\353#3\001main\336\003\002odulM\002na\315m\002\003ewT\001\201 _c?hecksuT\000\n\001\340?\004\025\001\323`\372@\037\001unp\267ick?\000En \005vyt\274a\230\001qualO\005\304\252e\263fc\243\205\002\277\001\306dex\336\314\001set_\203\005seqt\262\006\003\006.\007tes\343`\272\240\003_\352C_is\354ao\373ut\243`a_add\233ra\376`ls\003\000\001\000m\177ema_row\014\000\337rsabc\324E_b\337uffer\234\204\001sy\377ncio.cor.?\003sbbB\002bB\002\003\000\177sb_membB\002\276\003\000sbase\000\001s\377busyccli\367ne_\331 trac\376\025\000ckcntco\377decomple\363te\212\205\001\216\205\001_cycwles\006\002end\241\205\001^\n\000untd\261\002d\261\002\226\003\000sdk\001d\261\002\003\000s\341d\370!\000""\002\350\001\356\211\003emp\273ty\321`odeH\000ewnum\361\207\002err\000\000\377oreventf\177lag_wai\004\002\177sformat\322\210\004\375f\250\000talfre\377e_atggmg\277otgot_\276\002h\376\202`adheap_\377nhtiidim\377mindexin\377str_fiel\377dsint64i\257ssue\202\204\001s\000\002i\177zekkind\000\001\375_\216bl2_arr\363la\263@\047\002leng\313th\256 k\000\001\030\001me\217mmem\217\212\001\207\212\001\216\204\001n\332\224\"ns\000np\313\207\002ob\377joffseto\377pownerpp\377ackpath_\363by\216`\005\002late\307ncy\021\002\252\000\333@rs\005t\037\002o%\003\220\212\001/\002\211`\202D\377pcpcspipee\000\0012\005\001\222`sy\004\002\327don\022\002_\237!po\375p\377\207\016qqdque\347ue_\322\207\002\006\002drr\037aised\000\003\365\001\002\005\177tregist\233@\377ingring_\377posrunss\277calars\335Cs\323et\350\211\004\344\213\002s\314 sl\374\222@\242Asrcsta\275r\231\205\001rved\333\206\001u\355sO\000ps\223 str\357uctt\200\206\002sta\177iltotal\212\204\002\250\217\204\002\254D\006\003p*\000n\276!u\377pdateval\377uesvecto\377r_costxz\377erosO\200\001\360\377\010\000\005\024\2207\230!\377\2301\330\004\013\2106\220\377\027\230\001\230\021\230$\230\377b\240\003\2408\2507\260\377!\2601\260F\270\"\270\377C\270y\310\007\310q\320\377PQ\320QX\320XZ\377\320Z[\330\013\024\220G\377\2301\230A\230W\240B\377\240c\250\031\260\047\270\021\377\270!\2707\300\"\300A\337\330\013\025\220W\030\000Q\230\377h\240b\250\003\2509\260\377G\2701\270A\270W\300\277B\300a\330\013\021\\\n7\357\250\047\260\021h\0005\270\002\273\270!G\r\032\2607R\0001s\270H4\003I\013:\260WR\000\377Q\270h\300b\310\001\330\373\013\023\305\003\230F\240\"\240\377C\240x\250w\260a\260\177q\270\006\270b\300\001\000T\376UV\027\220q\330\004\010\210\377\007\210q\220\001\330\004\021\377\220\030\230\027\240\001\240\021\377\240&\250\002\250#\250Y\377\260g\270Q\270a\270w\326\363\002\021\031\020\nV\253$D\300\377\002\300!\330\021\032\230\047\3765\000!\2407\250\"\250C\364\220 4\003u\204B\021\035\230Q\377\330\004\007\200t\2103\210\337m\2303\230j\250@1\330\257\010""\016\210k\203`!\235`\030\377\000\005*\250\026\250q\260\372\202\000)\001\005\047\240v\250Q\377\250a\330\004&\240f\250\267A\250Q\000\006\330\004\022\006+\373\2506\320A\330\004-\250V\372\301`A\000\006\340\004\032\230#\377\230Q\320\036.\320.M\363\310]\306`\016\001!\360\006\000\377\005 \230q\360\n\000\005\367\006\200_\323c\330\004\005\320\377\005\026\220g\230Q\230a~\007\002\030\230\007\230q\240\215 \327\005\200^\256\204\005\005#\010\200\\\230\273\204\0036\000\013\023\320\005\220\204\004\036\001X_\210W\220A\220\375\000\0055\000\277\024\220R\220q\230V\002_\375\220\253\000\010\210\005\210U\220\273!\220\213 \014\210I\032\000s\372\263\000S\377!\330\014\r\210^\356\254\205\001\005\200[\230A\005\200X\217\210Q\210j\265\205\001t\001;\000\220u[#\002\004T\001\021\220(\330\205\003P)\002\225\0078\000\242\007]f\0009\252\205\001\376\355\002\025\220Q\220l\240!\363\2401\373\002\206`\230\016\240a\373\240q\373\004\001\230\037\250\001\373\250\021\337\001Y\210a\210u\276\300\000V\2305\240\006 \000x;\250q\322\003U\220&\207\005 \001\377\177\230a\320\037/\250q\377\3200A\300\021\320BT\367\320TU\234#1\220J\230\377a\230s\240!\330\004\tw\210\021\210\200B\031\230\n\342`\377\001\330\010\030\230\003\2307\377\240#\240R\240r\250\022\277\2502\250W\260B\363`R\377\270t\3002\300R\300r\177\310\026\310r\320QR\266e\377a\330\010\t\330\004\036\230\375o\352BO\3003\300g\310\367R\310q\331au\210C\210\377q\330\010\014\210A\210Qj!\002\033\352\207\001\033Z\000\"\240\225`\366\321Ar\240\316\000\037\230t\240\3772\240Q\330\004\035\230[\367\250\002\250\222\000\027\220y\240\375\002\232\001\027\220s\230\"\230\276\302`\036\230c\240\022\226!\036\377\230j\250\002\250\047\260\022\177\2601\330\004\033\230:\244\000\327w\250b\243\204\001\035\213\210\002g\250\375R\212!\031\230\031\240\"\240\375G\274\000Q\330\004\031\230\025\257\230b\240\007\315\000\021\001\t\027\357\260\002\260!\026\005\001\330\004\357\032\230%\230\216\000\340\004\005\376\261\001E\220\025\220a\220q\237\330\014\022\220%\235b\006\000!\253\2205\232 6\323\205\001\330\010""\004\001\337\330\014\025\220V\213\211\001\330\014\377\020\220\001\220\025\320\026\047\237\240}\260A\260\360\000\322\211\004\330\353\014\030\307@m\211\205\002\010\023\220\3352*\002G\2406\333 1\330\373\010\025\376`v\230Q\230g\373\240V\251\002\010\021\220\022\220\3276\230\021\365\000B\300\211\002\001\250\277\027\260\006\260b\270\230@\t\377\210\026\210}\230M\250\021\366\242 \010\017\001\007\024\220M\240\267\035\250a\204`\r\016\203\001\005+\220U\326\212\002\020\317af\275 \302\000\375\047\326\206\001\2303\230f\240H\377\250H\260H\270F\300&\377\310\006\310a\330\014\017\210\377t\2203\220a\330\020\031\177\230\021\340\020\024\220E\253 \377a\230w\240b\250\001\330\377\024\035\230Q\230e\2409\377\250A\250U\260&\270\001\377\270\025\270h\300a\300u\373\310D\215\213\002V\320VW\330\356*\006q\330\024\261\204\001\005\230Q\327\330\024\036\335`v\321@\024\034\017\230A\230U\346`\030\000\342\001\300Co\030\032\230!\270@Q\330\000\006\277\030\"\240!\330\020\360\206\001R\335\230E\000\030\230\002\227\214\002\024\031{\230\023\233\205\002\024\030\230\006\256\204\002|\267a\n\000\004\230A\230S\237b^\027\000\001\230\021\330\036\000\002\250`\265G\305b\024\347`\230E\371\210\0021[\340\024X\000\240>\256`2\221@\342\002\010S\361\213\002\000\016*\0025\250\002\177\250\"\250B\250a\340\276\000\377J\240a\240s\250\"\250uA\334\001r\216\000B\230d\247\205\001\377\250\023\250C\250q\330\030_$\240D\250\001\246\205\002S\317`\355(\262\214\001\330\030\225\204\003q\330\034\377\047\240q\250\003\2506\260\377\032\2702\270Q\330\034$\353\240A\230#u\005\001\027\220u\253\230C\356\000\030\244 \330\002\000E\373\240\025\356\206\002\034 \240\004\240\377A\240S\250\t\260\021\2609\"\372\205\004h\000\036\230b\224\205\002\037\t\337%\240Q\240b\215\205\0045\270\337\004\270A\270Y\240@r\310\377\022\3107\320RT\320T?X\320XY\330\034\001\"\202A\353\2405\365@\030\274A{\250#\377\250S\260\004\260C\260s\377\270%\270q\300\010\310\001o\310\021\330\031\207\206\001\021\330\023\014\377w\270f\300B\300c\310\377\021\310(\320RS\320S\367T\340\030\275\003W\250I""\260wQ\260a\215!6\240\022\305b\376\203 #\2401\240C\240v\377\250V\2602\260Y\270a\371\270\303 \245aR\230r\240\023\377\240B\240h\250a\250v\343\260Q_\003\303aJ\000\001\240\026\335\240\352 \033\23087\002s\250\275!\310\"\240U\250!\352!5\357\240\003\2401\343\001T\250\021\377\250\047\260\031\270!\2704o\270r\300\021\364\003e\250\031\000\376\204a;\250c\260\023\260D\377\270\003\2707\300(\310!\363\3108\250\000\223\211\001\035\"\240#\361\240\234@\210\210\001\227\001r\250\021\330\373 )\001\001&\240a\330 \224i\000\303\td\337B\034\325ao\002Q;\240c\212`H\260B\242\206\002\347\"\347e\2502\205\210\002\006\0044\250q\377\260\t\270\021\270$\270b\352\231\216\002\034}\r\"\260,\034\037\230\377u\240C\240q\330 +\257\2501\250A\206@\003\214\221\0029\377\300A\300Q\330!&\240\375c\236\001*\250&\260\002\260\335+\217\217\002s\300!(\002\340 \372\020\003-\260@\001\300\023\300C\345\300?\003\330\322`\301!x\250r\331\260\213)\274ae\250\227\007a\330\376\214\016*\310A\310X\320U\342\353\206\001\340\335\206\004\366\205\004\233\212\003B\230b\372\204\214\002q\313\206\0035\240\n\250!K\2503\223\212\001\340\324\206\002\353\206\0025\317\212\001\347\2401\330\000\n\334\207\002d\240$\326\357A\330\020\304\222\001#\273\207\001\030\230\371\005\262\207\001*\001\034\230H\240A\363\240Q\373\204 \337\204\002c\250\025\250wd\260!\325`R\260w\374\222\002\375\030\351aE\250\021\330\010\013\377\2107\220#\220Q\330\014\377\023\2208\2303\230e\240\2713\301\"\014\t9\230C\363\"s\356\334\211\003w\220d\261\220\001\230o\250/Q\320.>\245\204\001\340\310\214\005\322\214\002";
+    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 3678, 4908);
     #define __Pyx_DecompressString_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #else /* compression: none (4731 bytes) */
-static const char bytes[] = " at 0x object>.: <MemoryView of <contiguous and direct><contiguous and indirect><strided and direct or indirect><strided and direct><strided and indirect>>?Cannot assign to read-only memoryviewInvalid mode, expected \047c\047 or \047fortran\047, got Invalid shape in axis Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.add_notecollections.abcdisableenablegcisenabledno default __reduce__ due to non-trivial __cinit__numpy._core.multiarray failed to importnumpy._core.umath failed to importpypto.sim._engine was built for another INSTR/TRACE layout; rebuild it with `pip install -e .`pypto/sim/_engine.pyxunable to allocate array data.unable to allocate shape and strides.ASCIIDEADLOCKEllipsisOKSequenceUSE_REFERENCEView.MemoryView__Pyx_PyDict_NextRef__annotate____class____class_getitem____dict____func____getstate____import____main____module____name____new____pyx_checksum__pyx_state__pyx_type__pyx_unpickle_Enum__pyx_vtable____qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___check_layout_is_coroutinea_addra_colsa_csa_mema_rowsa_rsabcallocate_bufferarrasyncio.coroutinesbb_addrb_colsb_csb_memb_rowsb_rsbasebasesbusyccline_in_tracebackcntcodecompletecorecore_cyclescore_endcorescountd_addrd_colsd_csd_memd_rowsd_rsdtypedtype_is_objectemptyencodeendenumerateerrerroreventflag_waitflagsformatfortranfractalfree_atggmgotgot_tracehcheadheap_nhtiidimmindexinstr_fieldsint64issueitemsitemsizekkindkind_tablel2_arrlast_issuelengthlinklink_arrmemmemviewmodenamencoresndimnpnumpyobjoffsetopownerppackpath_bytespath_latencypath_min_burstpath_okpath_ratepath_row_cyclespcpcspipepipe2pipe_busypipe_donepipe_freepoppypto.sim._engineqqdqueue_stallqueuedrraisedraised_arrraised_atregisterringrunsscalarssdtypesetdefaultshapesizeslot_freesrcstartstarvedstatusstepstopstructttablestailtotaltracetrace_fieldstrace_ptrunpackup""datevaluesvector_costxzerosO\200\001\360\010\000\005\024\2207\230!\2301\330\004\013\2106\220\027\230\001\230\021\230$\230b\240\003\2408\2507\260!\2601\260F\270\"\270C\270y\310\007\310q\320PQ\320QX\320XZ\320Z[\330\013\024\220G\2301\230A\230W\240B\240c\250\031\260\047\270\021\270!\2707\300\"\300A\330\013\025\220W\230A\230Q\230h\240b\250\003\2509\260G\2701\270A\270W\300B\300a\330\013\021\220\027\230\001\230\021\230$\230b\240\003\2407\250\047\260\021\260!\2605\270\002\270!\330\013\024\220G\2301\230A\230W\240B\240c\250\032\2607\270!\2701\270H\300B\300a\330\013\025\220W\230A\230Q\230h\240b\250\003\250:\260W\270A\270Q\270h\300b\310\001\330\013\023\2207\230!\2301\230F\240\"\240C\240x\250w\260a\260q\270\006\270b\300\001\330\013\024\220G\2301\230A\230W\240B\240c\250\032\2607\270!\2701\270H\300B\300a\330\013\025\220W\230A\230Q\230h\240b\250\003\250:\260W\270A\270Q\270h\300b\310\001\330\013\023\2207\230!\2301\230F\240\"\240C\240x\250w\260a\260q\270\006\270b\300\001\330\013\024\220G\2301\230A\230W\240B\240c\250\032\2607\270!\2701\270H\300B\300a\330\013\025\220W\230A\230Q\230h\240b\250\003\250:\260W\270A\270Q\270h\300b\310\001\330\013\023\2207\230!\2301\230F\240\"\240C\240x\250w\260a\260q\270\006\270b\300\001\330\013\027\220q\330\004\010\210\007\210q\220\001\330\004\021\220\030\230\027\240\001\240\021\240&\250\002\250#\250Y\260g\270Q\270a\270w\300b\310\001\330\021\031\230\027\240\001\240\021\240&\250\002\250#\250V\2607\270!\2701\270D\300\002\300!\330\021\032\230\047\240\021\240!\2407\250\"\250C\250w\260g\270Q\270a\270u\300B\300a\330\021\035\230Q\330\004\007\200t\2103\210m\2303\230j\250\003\2501\330\010\016\210k\230\021\230!\200\001\360\030\000\005*\250\026\250q\260\001\330\004)\250\026\250q\260\001\330\004\047\240v\250Q\250a\330\004&\240f\250A\250Q\330\004&\240f\250A\250Q\330\004\047\240v\250Q\250a\330\004+\2506\260\021\260!\330\004-\250V\2601\260A\330\004-\250V\2601\260A\340\004\032\230#\230Q\320\036.\320.M\310]\320Z[\340\004\032\230!\360\006\000\005 \230q\360\n\000\005\006\200_""\220G\2301\230A\330\004\005\320\005\026\220g\230Q\230a\330\004\005\320\005\030\230\007\230q\240\001\330\004\005\200^\2207\230!\2301\330\004\005\200_\220G\2301\230A\330\004\005\200\\\220\027\230\001\230\021\330\004\005\200^\2207\230!\2301\330\004\005\200_\220G\2301\230A\330\004\005\320\005\025\220W\230A\230Q\330\004\005\200X\210W\220A\220Q\330\004\005\200X\210Q\210j\230\001\230\021\330\004\005\200_\220A\220[\240\001\240\021\330\004\005\200\\\220\021\220(\230!\2301\330\004\005\200[\220\001\220\027\230\001\230\021\330\004\005\200[\220\001\220\027\230\001\230\021\330\004\005\200]\220!\2209\230A\230Q\330\004\005\320\005\025\220Q\220l\240!\2401\330\004\005\320\005\027\220q\230\016\240a\240q\330\004\005\320\005\030\230\001\230\037\250\001\250\021\330\004\005\200Y\210a\210u\220A\220V\2305\240\006\240a\240x\250q\330\004\005\200X\210U\220&\230\001\230\021\330\004\005\200Y\210a\210\177\230a\320\037/\250q\3200A\300\021\320BT\320TU\330\004\005\200^\2201\220J\230a\230s\240!\330\004\t\210\021\210!\360\006\000\005\031\230\n\240&\250\001\330\010\030\230\003\2307\240#\240R\240r\250\022\2502\250W\260B\260g\270R\270t\3002\300R\300r\310\026\310r\320QR\330\004\007\200t\2103\210a\330\010\t\330\004\036\230o\250V\2601\260O\3003\300g\310R\310q\330\004\007\200u\210C\210q\330\010\014\210A\210Q\330\010\t\330\004\033\2301\330\004\033\2307\240\"\240A\330\004\030\230\007\230r\240\021\330\004\037\230t\2402\240Q\330\004\035\230[\250\002\250!\330\004\027\220y\240\002\240!\330\004\027\220s\230\"\230A\330\004\036\230c\240\022\2401\330\004\036\230j\250\002\250\047\260\022\2601\330\004\033\230:\240R\240w\250b\260\001\330\004\031\230\027\240\002\240\047\250\022\2501\330\004\031\230\025\230b\240\007\240r\250\021\330\004\031\230\025\230b\240\007\240r\250\027\260\002\260!\330\004\031\230\025\230b\240\001\330\004\032\230%\230r\240\021\340\004\005\330\010\014\210E\220\025\220a\220q\330\014\022\220%\220q\230\001\330\014\022\220!\2205\230\003\2306\240\021\240!\330\014\022\220!\2205\230\001\330\014\025\220V\2301""\230A\330\014\020\220\001\220\025\320\026\047\240}\260A\260Q\330\010\013\2106\220\027\230\001\330\014\030\230\016\240m\2601\260A\330\010\023\2202\220V\2301\230G\2406\250\022\2501\330\010\025\220R\220v\230Q\230g\240V\2502\250Q\330\010\021\220\022\2206\230\021\230\"\230B\230h\240b\250\001\250\027\260\006\260b\270\001\330\010\t\210\026\210}\230M\250\021\250!\330\010\017\210}\230M\250\021\250!\330\010\024\220M\240\035\250a\250q\330\r\016\330\014\020\220\005\220U\230!\2301\330\020\025\220Q\220f\230A\330\014\022\220\047\230\021\230!\2303\230f\240H\250H\260H\270F\300&\310\006\310a\330\014\017\210t\2203\220a\330\020\031\230\021\340\020\024\220E\230\025\230a\230w\240b\250\001\330\024\035\230Q\230e\2409\250A\250U\260&\270\001\270\025\270d\300!\3005\310\001\330\020\024\220E\230\025\230a\230q\330\024\027\220q\230\005\230Q\330\024\036\230a\230v\240Q\330\024\034\230A\230U\240!\330\024\027\220v\230Q\230c\240\022\2401\330\030\032\230!\230:\240Q\330\030\032\230!\230:\240Q\330\030\"\240!\330\020\026\220g\230R\230q\330\024\030\230\002\230!\2301\330\024\031\230\023\230A\230Q\330\024\030\230\006\230a\230s\240\"\240A\330\024\030\230\004\230A\230S\240\002\240!\330\024\030\230\001\230\021\330\024\030\230\002\230\"\230G\2402\240Q\330\024\033\2301\230E\240\021\240!\2401\340\024\034\230J\240a\240s\250\"\250A\330\024\027\220r\230\023\230B\230d\240&\250\001\250\023\250C\250q\330\030$\240D\250\001\250\022\2502\250S\260\002\260&\270\001\270\023\270B\270a\330\030\033\230:\240R\240q\330\034\047\240q\250\003\2506\260\032\2702\270Q\330\034$\240A\330\024\036\230a\230u\240A\330\024\027\220u\230C\230q\330\030\034\230A\330\030\034\230E\240\025\240a\240q\330\034 \240\004\240A\240S\250\t\260\021\260\"\260B\260g\270R\270q\330\030\036\230b\240\002\240!\330\030\034\230E\240\025\240a\240q\330\034%\240Q\240b\250\002\250\047\260\022\2605\270\004\270A\270Y\300a\300r\310\022\3107\320RT\320TX\320XY\330\034%\240Q\240b\250\002\250\047\260\022\2605\270\004\270A\270Y\300a\300r\310\022\3107\320RT\320TX\320XY\330\030""\"\240!\2405\250\001\330\030\036\230a\230{\250#\250S\260\004\260C\260s\270%\270q\300\010\310\001\310\021\330\031\036\230c\240\021\330\030\036\230a\230{\250#\250S\260\004\260C\260w\270f\300B\300c\310\021\310(\320RS\320ST\340\030 \240\004\240A\240W\250I\260Q\260a\330\030\033\2306\240\022\2409\250A\250Q\330\034#\2401\240C\240v\250V\2602\260Y\270a\270q\330\030\034\230A\230R\230r\240\023\240B\240f\250A\250S\260\002\260&\270\001\330\030\036\230a\230v\240Q\330\030\033\2305\240\003\2401\330\034%\240T\250\021\250\047\260\031\270!\2704\270r\300\021\330\034%\240Q\240e\2501\330\034\"\240!\240;\250c\260\023\260D\270\003\2707\300(\310!\3108\320ST\320TU\330\035\"\240#\240Q\330\034\037\230t\2401\240C\240r\250\021\330 )\250\021\330 &\240a\330 !\330\034 \240\004\240A\240W\250I\260Q\260d\270!\2701\330\034\"\240!\2401\330\034%\240Q\240c\250\023\250H\260B\260b\270\001\330\034%\240Q\240e\2502\250R\250q\330\034%\240Q\240e\2504\250q\260\t\270\021\270$\270b\300\002\300!\330\034\"\240!\240;\250c\260\023\260D\270\003\2707\300\"\300B\300c\310\021\310(\320RS\320ST\340\034\037\230u\240C\240q\330 +\2501\250A\250S\260\003\2607\270!\2709\300A\300Q\330!&\240c\250\021\330 *\250&\260\002\260+\270Q\270a\270s\300!\330 +\2501\340 *\250&\260\002\260-\270q\300\001\300\023\300C\300q\330 +\2501\330\034 \240\001\240\026\240x\250r\260\021\330\034%\240Q\240e\2501\330\034%\240Q\240e\2504\250q\260\t\270\021\270$\270a\330\034\"\240!\240;\250c\260\023\260D\270\003\2707\300*\310A\310X\320UV\320VW\340\024\027\220q\230\005\230S\240\002\240!\330\024\027\220s\230\"\230B\230b\240\006\240a\240q\330\030\032\230!\2305\240\n\250!\2503\250b\260\001\340\030\"\240!\330\030\032\230!\2305\240\002\240!\2401\330\030\032\230!\2305\240\002\240!\2401\330\024\035\230Q\230d\240$\240h\250a\330\020\023\2207\230#\230Q\330\024\030\230\005\230U\240!\2401\330\030\034\230H\240A\240Q\330\030\034\230E\240\025\240a\240q\330\034 \240\004\240A\240S\250\t\260\021\260\"\260B\260g\270R\270q\330\034%\240Q\240c\250\025\250d\260!\2602\260R\260w\270b\300""\001\330\030#\2401\240E\250\021\330\010\013\2107\220#\220Q\330\014\023\2208\2303\230e\2403\240c\250\021\330\010\013\2107\220#\220Q\330\014\023\2209\230C\230u\240C\240s\250!\330\010\017\210w\220d\230#\230Q\230o\250Q\320.>\270a\270q\340\010\014\210A\210Q\330\010\014\210A\210Q";
+    #else /* compression: none (4908 bytes) */
+static const char bytes[] = " at 0x object>.: <MemoryView of <contiguous and direct><contiguous and indirect><strided and direct or indirect><strided and direct><strided and indirect>>?Cannot assign to read-only memoryviewInvalid mode, expected \047c\047 or \047fortran\047, got Invalid shape in axis Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.add_notecollections.abcdisableenablegcisenabledno default __reduce__ due to non-trivial __cinit__numpy._core.multiarray failed to importnumpy._core.umath failed to importpypto.sim._engine was built for another INSTR/TRACE layout; rebuild it with `pip install -e .`pypto/sim/_engine.pyxunable to allocate array data.unable to allocate shape and strides.ASCIIDEADLOCKEllipsisOKSequenceUSE_REFERENCEView.MemoryView__Pyx_PyDict_NextRef__annotate____class____class_getitem____dict____func____getstate____import____main____module____name____new____pyx_checksum__pyx_state__pyx_type__pyx_unpickle_Enum__pyx_vtable____qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___check_layout_is_coroutinea_addra_colsa_csa_mema_rowsa_rsabcallocate_bufferarrasyncio.coroutinesbb_addrb_colsb_csb_memb_rowsb_rsbasebasesbusyccline_in_tracebackcntcodecompletecorecore_cyclescore_endcorescountd_addrd_colsd_csd_memd_rowsd_rsdtypedtype_is_objectemptyencodeendenumerateerrerroreventflag_waitflagsformatfortranfractalfree_atggmgotgot_tracehcheadheap_nhtiidimmindexinstr_fieldsint64issueitemsitemsizekkindkind_tablel2_arrlast_issuelengthlinklink_arrmemmemviewmodenamencoresndimnpnumpyobjoffsetopownerppackpath_bytespath_latencypath_min_burstpath_okpath_ratepath_row_cyclespcpcspipepipe2pipe_busypipe_donepipe_freepoppypto.sim._engineqqdqueue_stallqueuedrraisedraised_arrraised_atregisterringring_posrunsscalarssdtypesetdefaultshapesizeslot_freesrcstartstarvedstatusstepstopstructttablestailtotaltracetrace_fieldstrace_ptr""unpackupdatevaluesvector_costxzerosO\200\001\360\010\000\005\024\2207\230!\2301\330\004\013\2106\220\027\230\001\230\021\230$\230b\240\003\2408\2507\260!\2601\260F\270\"\270C\270y\310\007\310q\320PQ\320QX\320XZ\320Z[\330\013\024\220G\2301\230A\230W\240B\240c\250\031\260\047\270\021\270!\2707\300\"\300A\330\013\025\220W\230A\230Q\230h\240b\250\003\2509\260G\2701\270A\270W\300B\300a\330\013\021\220\027\230\001\230\021\230$\230b\240\003\2407\250\047\260\021\260!\2605\270\002\270!\330\013\024\220G\2301\230A\230W\240B\240c\250\032\2607\270!\2701\270H\300B\300a\330\013\025\220W\230A\230Q\230h\240b\250\003\250:\260W\270A\270Q\270h\300b\310\001\330\013\023\2207\230!\2301\230F\240\"\240C\240x\250w\260a\260q\270\006\270b\300\001\330\013\024\220G\2301\230A\230W\240B\240c\250\032\2607\270!\2701\270H\300B\300a\330\013\025\220W\230A\230Q\230h\240b\250\003\250:\260W\270A\270Q\270h\300b\310\001\330\013\023\2207\230!\2301\230F\240\"\240C\240x\250w\260a\260q\270\006\270b\300\001\330\013\024\220G\2301\230A\230W\240B\240c\250\032\2607\270!\2701\270H\300B\300a\330\013\025\220W\230A\230Q\230h\240b\250\003\250:\260W\270A\270Q\270h\300b\310\001\330\013\023\2207\230!\2301\230F\240\"\240C\240x\250w\260a\260q\270\006\270b\300\001\330\013\027\220q\330\004\010\210\007\210q\220\001\330\004\021\220\030\230\027\240\001\240\021\240&\250\002\250#\250Y\260g\270Q\270a\270w\300b\310\001\330\021\031\230\027\240\001\240\021\240&\250\002\250#\250V\2607\270!\2701\270D\300\002\300!\330\021\032\230\047\240\021\240!\2407\250\"\250C\250w\260g\270Q\270a\270u\300B\300a\330\021\035\230Q\330\004\007\200t\2103\210m\2303\230j\250\003\2501\330\010\016\210k\230\021\230!\200\001\360\030\000\005*\250\026\250q\260\001\330\004)\250\026\250q\260\001\330\004\047\240v\250Q\250a\330\004&\240f\250A\250Q\330\004&\240f\250A\250Q\330\004\047\240v\250Q\250a\330\004+\2506\260\021\260!\330\004-\250V\2601\260A\330\004-\250V\2601\260A\340\004\032\230#\230Q\320\036.\320.M\310]\320Z[\340\004\032\230!\360\006\000\005 \230q\360\n\000\005""\006\200_\220G\2301\230A\330\004\005\320\005\026\220g\230Q\230a\330\004\005\320\005\030\230\007\230q\240\001\330\004\005\200^\2207\230!\2301\330\004\005\200_\220G\2301\230A\330\004\005\200\\\220\027\230\001\230\021\330\004\005\200^\2207\230!\2301\330\004\005\200_\220G\2301\230A\330\004\005\320\005\025\220W\230A\230Q\330\004\005\200X\210W\220A\220Q\330\004\005\200\\\220\024\220R\220q\230\001\330\004\005\200_\220A\330\004\010\210\005\210U\220!\2201\330\010\014\210I\220R\220s\230#\230S\240\001\240\021\330\014\r\210^\2301\330\004\005\200[\220\001\330\004\005\200X\210Q\210j\230\001\230\021\330\004\005\200_\220A\220[\240\001\240\021\330\004\005\200\\\220\021\220(\230!\2301\330\004\005\200[\220\001\220\027\230\001\230\021\330\004\005\200[\220\001\220\027\230\001\230\021\330\004\005\200]\220!\2209\230A\230Q\330\004\005\320\005\025\220Q\220l\240!\2401\330\004\005\320\005\027\220q\230\016\240a\240q\330\004\005\320\005\030\230\001\230\037\250\001\250\021\330\004\005\200Y\210a\210u\220A\220V\2305\240\006\240a\240x\250q\330\004\005\200X\210U\220&\230\001\230\021\330\004\005\200Y\210a\210\177\230a\320\037/\250q\3200A\300\021\320BT\320TU\330\004\005\200^\2201\220J\230a\230s\240!\330\004\t\210\021\210!\360\006\000\005\031\230\n\240&\250\001\330\010\030\230\003\2307\240#\240R\240r\250\022\2502\250W\260B\260g\270R\270t\3002\300R\300r\310\026\310r\320QR\330\004\007\200t\2103\210a\330\010\t\330\004\036\230o\250V\2601\260O\3003\300g\310R\310q\330\004\007\200u\210C\210q\330\010\014\210A\210Q\330\010\t\330\004\033\2301\330\004\033\2307\240\"\240A\330\004\030\230\007\230r\240\021\330\004\037\230t\2402\240Q\330\004\035\230[\250\002\250!\330\004\027\220y\240\002\240!\330\004\027\220s\230\"\230A\330\004\036\230c\240\022\2401\330\004\036\230j\250\002\250\047\260\022\2601\330\004\033\230:\240R\240w\250b\260\001\330\004\035\230W\240B\240g\250R\250q\330\004\031\230\031\240\"\240G\2502\250Q\330\004\031\230\025\230b\240\007\240r\250\021\330\004\031\230\025\230b\240\007\240r\250\027\260\002\260!""\330\004\031\230\025\230b\240\001\330\004\032\230%\230r\240\021\340\004\005\330\010\014\210E\220\025\220a\220q\330\014\022\220%\220q\230\001\330\014\022\220!\2205\230\003\2306\240\021\240!\330\014\022\220!\2205\230\001\330\014\025\220V\2301\230A\330\014\020\220\001\220\025\320\026\047\240}\260A\260Q\330\010\013\2106\220\027\230\001\330\014\030\230\016\240m\2601\260A\330\010\023\2202\220V\2301\230G\2406\250\022\2501\330\010\025\220R\220v\230Q\230g\240V\2502\250Q\330\010\021\220\022\2206\230\021\230\"\230B\230h\240b\250\001\250\027\260\006\260b\270\001\330\010\t\210\026\210}\230M\250\021\250!\330\010\017\210}\230M\250\021\250!\330\010\024\220M\240\035\250a\250q\330\r\016\330\014\020\220\005\220U\230!\2301\330\020\025\220Q\220f\230A\330\014\022\220\047\230\021\230!\2303\230f\240H\250H\260H\270F\300&\310\006\310a\330\014\017\210t\2203\220a\330\020\031\230\021\340\020\024\220E\230\025\230a\230w\240b\250\001\330\024\035\230Q\230e\2409\250A\250U\260&\270\001\270\025\270h\300a\300u\310D\320PQ\320QV\320VW\330\020\024\220E\230\025\230a\230q\330\024\027\220q\230\005\230Q\330\024\036\230a\230v\240Q\330\024\034\230A\230U\240!\330\024\027\220v\230Q\230c\240\022\2401\330\030\032\230!\230:\240Q\330\030\032\230!\230:\240Q\330\030\"\240!\330\020\026\220g\230R\230q\330\024\030\230\002\230!\2301\330\024\031\230\023\230A\230Q\330\024\030\230\006\230a\230s\240\"\240A\330\024\030\230\004\230A\230S\240\002\240!\330\024\030\230\001\230\021\330\024\030\230\002\230\"\230G\2402\240Q\330\024\033\2301\230E\240\021\240!\2401\340\024\"\240!\240>\260\022\2602\260Q\330\024\"\240!\240>\260\022\2602\260S\270\002\270!\330\024\"\240!\240>\260\022\2602\260S\270\002\270!\330\024\"\240!\2405\250\002\250\"\250B\250a\340\024\034\230J\240a\240s\250\"\250A\330\024\027\220r\230\023\230B\230d\240&\250\001\250\023\250C\250q\330\030$\240D\250\001\250\022\2502\250S\260\002\260(\270!\2701\330\030\033\230:\240R\240q\330\034\047\240q\250\003\2506\260\032\2702\270Q\330\034$\240A\330\024\036\230a\230u\240A\330\024\027""\220u\230C\230q\330\030\034\230A\330\030\034\230E\240\025\240a\240q\330\034 \240\004\240A\240S\250\t\260\021\260\"\260B\260g\270R\270q\330\030\036\230b\240\002\240!\330\030\034\230E\240\025\240a\240q\330\034%\240Q\240b\250\002\250\047\260\022\2605\270\004\270A\270Y\300a\300r\310\022\3107\320RT\320TX\320XY\330\034%\240Q\240b\250\002\250\047\260\022\2605\270\004\270A\270Y\300a\300r\310\022\3107\320RT\320TX\320XY\330\030\"\240!\2405\250\001\330\030\036\230a\230{\250#\250S\260\004\260C\260s\270%\270q\300\010\310\001\310\021\330\031\036\230c\240\021\330\030\036\230a\230{\250#\250S\260\004\260C\260w\270f\300B\300c\310\021\310(\320RS\320ST\340\030 \240\004\240A\240W\250I\260Q\260a\330\030\033\2306\240\022\2409\250A\250Q\330\034#\2401\240C\240v\250V\2602\260Y\270a\270q\330\030\034\230A\230R\230r\240\023\240B\240h\250a\250v\260Q\330\030\036\230a\230v\240Q\330\030 \240\001\240\026\240q\330\030\033\2308\2401\240C\240s\250!\330\034$\240A\240U\250!\330\030\033\2305\240\003\2401\330\034%\240T\250\021\250\047\260\031\270!\2704\270r\300\021\330\034%\240Q\240e\2501\330\034\"\240!\240;\250c\260\023\260D\270\003\2707\300(\310!\3108\320ST\320TU\330\035\"\240#\240Q\330\034\037\230t\2401\240C\240r\250\021\330 )\250\021\330 &\240a\330 !\330\034 \240\004\240A\240W\250I\260Q\260d\270!\2701\330\034\"\240!\2401\330\034%\240Q\240c\250\023\250H\260B\260b\270\001\330\034%\240Q\240e\2502\250R\250q\330\034%\240Q\240e\2504\250q\260\t\270\021\270$\270b\300\002\300!\330\034\"\240!\240;\250c\260\023\260D\270\003\2707\300\"\300B\300c\310\021\310(\320RS\320ST\340\034\037\230u\240C\240q\330 +\2501\250A\250S\260\003\2607\270!\2709\300A\300Q\330!&\240c\250\021\330 *\250&\260\002\260+\270Q\270a\270s\300!\330 +\2501\340 *\250&\260\002\260-\270q\300\001\300\023\300C\300q\330 +\2501\330\034 \240\001\240\026\240x\250r\260\021\330\034%\240Q\240e\2501\330\034%\240Q\240e\2504\250q\260\t\270\021\270$\270a\330\034\"\240!\240;\250c\260\023\260D\270\003\2707\300*\310A\310X\320UV\320VW\340\024\027\220q\230\005\230S""\240\002\240!\330\024\027\220s\230\"\230B\230b\240\006\240a\240q\330\030\032\230!\2305\240\n\250!\2503\250b\260\001\340\030\"\240!\330\030\032\230!\2305\240\002\240!\2401\330\030\032\230!\2305\240\002\240!\2401\330\024\035\230Q\230d\240$\240h\250a\330\020\023\2207\230#\230Q\330\024\030\230\005\230U\240!\2401\330\030\034\230H\240A\240Q\330\030\034\230E\240\025\240a\240q\330\034 \240\004\240A\240S\250\t\260\021\260\"\260B\260g\270R\270q\330\034%\240Q\240c\250\025\250d\260!\2602\260R\260w\270b\300\001\330\030#\2401\240E\250\021\330\010\013\2107\220#\220Q\330\014\023\2208\2303\230e\2403\240c\250\021\330\010\013\2107\220#\220Q\330\014\023\2209\230C\230u\240C\240s\250!\330\010\017\210w\220d\230#\230Q\230o\250Q\320.>\270a\270q\340\010\014\210A\210Q\330\010\014\210A\210Q";
     PyObject *data = NULL;
     #define __Pyx_DecompressString_UNUSED
     #define __Pyx_DecompressString_LZSS_UNUSED
     #endif
     PyObject **stringtab = __pyx_mstate->__pyx_string_tab;
     Py_ssize_t pos = 0;
-    for (int i = 0; i < 206; i++) {
+    for (int i = 0; i < 207; i++) {
       Py_ssize_t bytes_length = str_length_index[i].length;
       PyObject *string = PyUnicode_DecodeUTF8(bytes + pos, bytes_length, NULL);
       if (likely(string) && i >= 29) PyUnicode_InternInPlace(&string);
@@ -30341,8 +30866,8 @@ static const char bytes[] = " at 0x object>.: <MemoryView of <contiguous and dir
       stringtab[i] = string;
       pos += bytes_length;
     }
-    for (int i = 206; i < 209; i++) {
-      Py_ssize_t bytes_length = bytes_length_index[i-206].length;
+    for (int i = 207; i < 210; i++) {
+      Py_ssize_t bytes_length = bytes_length_index[i-207].length;
       PyObject *string = PyBytes_FromStringAndSize(bytes + pos, bytes_length);
       stringtab[i] = string;
       pos += bytes_length;
@@ -30352,14 +30877,14 @@ static const char bytes[] = " at 0x object>.: <MemoryView of <contiguous and dir
       }
     }
     Py_XDECREF(data);
-    for (Py_ssize_t i = 0; i < 209; i++) {
+    for (Py_ssize_t i = 0; i < 210; i++) {
       if (unlikely(PyObject_Hash(stringtab[i]) == -1)) {
         __PYX_ERR(0, 1, __pyx_L1_error)
       }
     }
     #if CYTHON_IMMORTAL_CONSTANTS
     {
-      PyObject **table = stringtab + 206;
+      PyObject **table = stringtab + 207;
       for (Py_ssize_t i=0; i<3; ++i) {
         #if PY_VERSION_HEX >= 0x030F0000
         PyUnstable_SetImmortal(table[i]);
@@ -30427,7 +30952,7 @@ typedef struct {
     unsigned int num_kwonly_args : 1;
     unsigned int nlocals : 7;
     unsigned int flags : 10;
-    unsigned int first_line : 9;
+    unsigned int first_line : 10;
 } __Pyx_PyCode_New_function_description;
 #ifdef __cplusplus
 } /* anonymous namespace */
@@ -30447,13 +30972,13 @@ static int __Pyx_CreateCodeObjects(__pyx_mstatetype *__pyx_mstate) {
   PyObject* tuple_dedup_map = PyDict_New();
   if (unlikely(!tuple_dedup_map)) return -1;
   {
-    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 7, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 140};
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 7, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 148};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_instr_fields, __pyx_mstate->__pyx_n_u_trace_fields, __pyx_mstate->__pyx_n_u_i, __pyx_mstate->__pyx_n_u_t, __pyx_mstate->__pyx_n_u_b, __pyx_mstate->__pyx_n_u_got, __pyx_mstate->__pyx_n_u_got_trace};
     __pyx_mstate_global->__pyx_codeobj_tab[0] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pypto_sim__engine_pyx, __pyx_mstate->__pyx_n_u_check_layout, __pyx_mstate->__pyx_kp_b_iso88591_7_1_6_b_87_1F_Cy_qPQQXXZZ_G1AWB, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[0])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {11, 0, 0, 69, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 493};
-    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_cores, __pyx_mstate->__pyx_n_u_bases, __pyx_mstate->__pyx_n_u_tables, __pyx_mstate->__pyx_n_u_scalars, __pyx_mstate->__pyx_n_u_trace, __pyx_mstate->__pyx_n_u_core_cycles, __pyx_mstate->__pyx_n_u_pipe_busy, __pyx_mstate->__pyx_n_u_flag_wait, __pyx_mstate->__pyx_n_u_starved, __pyx_mstate->__pyx_n_u_queue_stall, __pyx_mstate->__pyx_n_u_path_bytes, __pyx_mstate->__pyx_n_u_kind_table, __pyx_mstate->__pyx_n_u_vector_cost, __pyx_mstate->__pyx_n_u_itemsize, __pyx_mstate->__pyx_n_u_fractal, __pyx_mstate->__pyx_n_u_path_ok, __pyx_mstate->__pyx_n_u_path_rate, __pyx_mstate->__pyx_n_u_path_latency, __pyx_mstate->__pyx_n_u_path_min_burst, __pyx_mstate->__pyx_n_u_path_row_cycles, __pyx_mstate->__pyx_n_u_s, __pyx_mstate->__pyx_n_u_ncores, __pyx_mstate->__pyx_n_u_total, __pyx_mstate->__pyx_n_u_c, __pyx_mstate->__pyx_n_u_k, __pyx_mstate->__pyx_n_u_g, __pyx_mstate->__pyx_n_u_pc, __pyx_mstate->__pyx_n_u_p, __pyx_mstate->__pyx_n_u_q, __pyx_mstate->__pyx_n_u_status, __pyx_mstate->__pyx_n_u_err, __pyx_mstate->__pyx_n_u_issue, __pyx_mstate->__pyx_n_u_start, __pyx_mstate->__pyx_n_u_slot_free, __pyx_mstate->__pyx_n_u_t, __pyx_mstate->__pyx_n_u_end, __pyx_mstate->__pyx_n_u_raised, __pyx_mstate->__pyx_n_u_free_at, __pyx_mstate->__pyx_n_u_complete, __pyx_mstate->__pyx_n_u_cnt, __pyx_mstate->__pyx_n_u_qd, __pyx_mstate->__pyx_n_u_src, __pyx_mstate->__pyx_n_u_heap_n, __pyx_mstate->__pyx_n_u_kind, __pyx_mstate->__pyx_n_u_r, __pyx_mstate->__pyx_n_u_trace_ptr, __pyx_mstate->__pyx_n_u_link, __pyx_mstate->__pyx_n_u_raised_at, __pyx_mstate->__pyx_n_u_arr, __pyx_mstate->__pyx_n_u_link_arr, __pyx_mstate->__pyx_n_u_raised_arr, __pyx_mstate->__pyx_n_u_l2_arr, __pyx_mstate->__pyx_n_u_mem, __pyx_mstate->__pyx_n_u_code, __pyx_mstate->__pyx_n_u_length, __pyx_mstate->__pyx_n_u_offset, __pyx_mstate->__pyx_n_u_pcs, __pyx_mstate->__pyx_n_u_last_issue, __pyx_mstate->__pyx_n_u_core_end, __pyx_mstate->__pyx_n_u_ht, __pyx_mstate->__pyx_n_u_hc, __pyx_mstate->__pyx_n_u_pipe_free, __pyx_mstate->__pyx_n_u_pipe_done, __pyx_mstate->__pyx_n_u_queued, __pyx_mstate->__pyx_n_u_busy, __pyx_mstate->__pyx_n_u_ring, __pyx_mstate->__pyx_n_u_head, __pyx_mstate->__pyx_n_u_tail, __pyx_mstate->__pyx_n_u_owner};
+    const __Pyx_PyCode_New_function_description descr = {11, 0, 0, 70, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 559};
+    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_cores, __pyx_mstate->__pyx_n_u_bases, __pyx_mstate->__pyx_n_u_tables, __pyx_mstate->__pyx_n_u_scalars, __pyx_mstate->__pyx_n_u_trace, __pyx_mstate->__pyx_n_u_core_cycles, __pyx_mstate->__pyx_n_u_pipe_busy, __pyx_mstate->__pyx_n_u_flag_wait, __pyx_mstate->__pyx_n_u_starved, __pyx_mstate->__pyx_n_u_queue_stall, __pyx_mstate->__pyx_n_u_path_bytes, __pyx_mstate->__pyx_n_u_kind_table, __pyx_mstate->__pyx_n_u_vector_cost, __pyx_mstate->__pyx_n_u_itemsize, __pyx_mstate->__pyx_n_u_fractal, __pyx_mstate->__pyx_n_u_path_ok, __pyx_mstate->__pyx_n_u_path_rate, __pyx_mstate->__pyx_n_u_path_latency, __pyx_mstate->__pyx_n_u_path_min_burst, __pyx_mstate->__pyx_n_u_path_row_cycles, __pyx_mstate->__pyx_n_u_s, __pyx_mstate->__pyx_n_u_ncores, __pyx_mstate->__pyx_n_u_total, __pyx_mstate->__pyx_n_u_c, __pyx_mstate->__pyx_n_u_k, __pyx_mstate->__pyx_n_u_g, __pyx_mstate->__pyx_n_u_pc, __pyx_mstate->__pyx_n_u_p, __pyx_mstate->__pyx_n_u_q, __pyx_mstate->__pyx_n_u_status, __pyx_mstate->__pyx_n_u_err, __pyx_mstate->__pyx_n_u_issue, __pyx_mstate->__pyx_n_u_start, __pyx_mstate->__pyx_n_u_slot_free, __pyx_mstate->__pyx_n_u_t, __pyx_mstate->__pyx_n_u_end, __pyx_mstate->__pyx_n_u_raised, __pyx_mstate->__pyx_n_u_free_at, __pyx_mstate->__pyx_n_u_complete, __pyx_mstate->__pyx_n_u_cnt, __pyx_mstate->__pyx_n_u_qd, __pyx_mstate->__pyx_n_u_src, __pyx_mstate->__pyx_n_u_heap_n, __pyx_mstate->__pyx_n_u_kind, __pyx_mstate->__pyx_n_u_r, __pyx_mstate->__pyx_n_u_trace_ptr, __pyx_mstate->__pyx_n_u_link, __pyx_mstate->__pyx_n_u_raised_at, __pyx_mstate->__pyx_n_u_arr, __pyx_mstate->__pyx_n_u_link_arr, __pyx_mstate->__pyx_n_u_raised_arr, __pyx_mstate->__pyx_n_u_l2_arr, __pyx_mstate->__pyx_n_u_mem, __pyx_mstate->__pyx_n_u_code, __pyx_mstate->__pyx_n_u_length, __pyx_mstate->__pyx_n_u_offset, __pyx_mstate->__pyx_n_u_pcs, __pyx_mstate->__pyx_n_u_last_issue, __pyx_mstate->__pyx_n_u_core_end, __pyx_mstate->__pyx_n_u_ht, __pyx_mstate->__pyx_n_u_hc, __pyx_mstate->__pyx_n_u_pipe_free, __pyx_mstate->__pyx_n_u_pipe_done, __pyx_mstate->__pyx_n_u_queued, __pyx_mstate->__pyx_n_u_ring_pos, __pyx_mstate->__pyx_n_u_busy, __pyx_mstate->__pyx_n_u_ring, __pyx_mstate->__pyx_n_u_head, __pyx_mstate->__pyx_n_u_tail, __pyx_mstate->__pyx_n_u_owner};
     __pyx_mstate_global->__pyx_codeobj_tab[1] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pypto_sim__engine_pyx, __pyx_mstate->__pyx_n_u_run, __pyx_mstate->__pyx_kp_b_iso88591_q_q_vQa_fAQ_fAQ_vQa_6_V1A_V1A_Q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[1])) goto bad;
   }
   Py_DECREF(tuple_dedup_map);
@@ -38343,6 +38868,85 @@ static CYTHON_INLINE PyObject* __Pyx_PyLong_From_ptrdiff_t(ptrdiff_t value) {
     }
 }
 
+/* CIntToPy */
+static CYTHON_INLINE PyObject* __Pyx_PyLong_From_int(int value) {
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+#endif
+    const int neg_one = (int) -1, const_zero = (int) 0;
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic pop
+#endif
+    const int is_unsigned = neg_one > const_zero;
+    if (is_unsigned) {
+        if (sizeof(int) < sizeof(long)) {
+            return PyLong_FromLong((long) value);
+        } else if (sizeof(int) <= sizeof(unsigned long)) {
+            return PyLong_FromUnsignedLong((unsigned long) value);
+#if !CYTHON_COMPILING_IN_PYPY
+        } else if (sizeof(int) <= sizeof(unsigned PY_LONG_LONG)) {
+            return PyLong_FromUnsignedLongLong((unsigned PY_LONG_LONG) value);
+#endif
+        }
+    } else {
+        if (sizeof(int) <= sizeof(long)) {
+            return PyLong_FromLong((long) value);
+        } else if (sizeof(int) <= sizeof(PY_LONG_LONG)) {
+            return PyLong_FromLongLong((PY_LONG_LONG) value);
+        }
+    }
+    {
+        unsigned char *bytes = (unsigned char *)&value;
+#if !CYTHON_COMPILING_IN_LIMITED_API && PY_VERSION_HEX >= 0x030d00A4
+        if (is_unsigned) {
+            return PyLong_FromUnsignedNativeBytes(bytes, sizeof(value), -1);
+        } else {
+            return PyLong_FromNativeBytes(bytes, sizeof(value), -1);
+        }
+#elif !CYTHON_COMPILING_IN_LIMITED_API && PY_VERSION_HEX < 0x030d0000
+        int one = 1; int little = (int)*(unsigned char *)&one;
+        return _PyLong_FromByteArray(bytes, sizeof(int),
+                                     little, !is_unsigned);
+#else
+        int one = 1; int little = (int)*(unsigned char *)&one;
+        PyObject *result = NULL, *kwds = NULL;
+        PyObject *py_bytes = NULL, *order_str = NULL, *from_bytes_str = NULL;;
+        py_bytes = PyBytes_FromStringAndSize((char*)bytes, sizeof(int));
+        if (!py_bytes) goto limited_bad;
+        from_bytes_str = PyUnicode_FromStringAndSize("from_bytes", 10);
+        if (!from_bytes_str) goto limited_bad;
+        order_str = PyUnicode_FromString(little ? "little" : "big");
+        if (!order_str) goto limited_bad;
+        {
+            PyObject *args[] = { (PyObject*)&PyLong_Type, py_bytes, order_str, Py_True };
+            if (!is_unsigned) {
+                PyObject *signed_str = PyUnicode_FromStringAndSize("signed", 6);
+                if (!signed_str) goto limited_bad;
+#if CYTHON_VECTORCALL
+                kwds = PyTuple_Pack(1, signed_str);
+#else
+                {
+                    PyObject *keys[] = {signed_str};
+                    PyObject *values[] = {Py_True};
+                    kwds = __Pyx_MakeKwargDict(keys, values, 1);
+                }
+#endif
+                Py_DECREF(signed_str);
+                if (unlikely(!kwds)) goto limited_bad;
+            }
+            result = __Pyx_Object_VectorcallMethodKwds(from_bytes_str, args, 3 | __Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET, kwds);
+        }
+        limited_bad:
+        Py_XDECREF(kwds);
+        Py_XDECREF(order_str);
+        Py_XDECREF(py_bytes);
+        Py_XDECREF(from_bytes_str);
+        return result;
+#endif
+    }
+}
+
 /* CIntFromPy */
 static int __Pyx_LargePyLong___Pyx_PyLong_As_int(PyObject *x);
 static int __Pyx_raise_neg_overflow___Pyx_PyLong_As_int(void) {
@@ -39495,85 +40099,6 @@ static CYTHON_INLINE long __Pyx_PyLong_As_long(PyObject *x) {
         return __Pyx_PyLong___Pyx_PyLong_As_long(x);
     } else {
         return __Pyx_NonPyLong___Pyx_PyLong_As_long(x);
-    }
-}
-
-/* CIntToPy */
-static CYTHON_INLINE PyObject* __Pyx_PyLong_From_int(int value) {
-#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wconversion"
-#endif
-    const int neg_one = (int) -1, const_zero = (int) 0;
-#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
-#pragma GCC diagnostic pop
-#endif
-    const int is_unsigned = neg_one > const_zero;
-    if (is_unsigned) {
-        if (sizeof(int) < sizeof(long)) {
-            return PyLong_FromLong((long) value);
-        } else if (sizeof(int) <= sizeof(unsigned long)) {
-            return PyLong_FromUnsignedLong((unsigned long) value);
-#if !CYTHON_COMPILING_IN_PYPY
-        } else if (sizeof(int) <= sizeof(unsigned PY_LONG_LONG)) {
-            return PyLong_FromUnsignedLongLong((unsigned PY_LONG_LONG) value);
-#endif
-        }
-    } else {
-        if (sizeof(int) <= sizeof(long)) {
-            return PyLong_FromLong((long) value);
-        } else if (sizeof(int) <= sizeof(PY_LONG_LONG)) {
-            return PyLong_FromLongLong((PY_LONG_LONG) value);
-        }
-    }
-    {
-        unsigned char *bytes = (unsigned char *)&value;
-#if !CYTHON_COMPILING_IN_LIMITED_API && PY_VERSION_HEX >= 0x030d00A4
-        if (is_unsigned) {
-            return PyLong_FromUnsignedNativeBytes(bytes, sizeof(value), -1);
-        } else {
-            return PyLong_FromNativeBytes(bytes, sizeof(value), -1);
-        }
-#elif !CYTHON_COMPILING_IN_LIMITED_API && PY_VERSION_HEX < 0x030d0000
-        int one = 1; int little = (int)*(unsigned char *)&one;
-        return _PyLong_FromByteArray(bytes, sizeof(int),
-                                     little, !is_unsigned);
-#else
-        int one = 1; int little = (int)*(unsigned char *)&one;
-        PyObject *result = NULL, *kwds = NULL;
-        PyObject *py_bytes = NULL, *order_str = NULL, *from_bytes_str = NULL;;
-        py_bytes = PyBytes_FromStringAndSize((char*)bytes, sizeof(int));
-        if (!py_bytes) goto limited_bad;
-        from_bytes_str = PyUnicode_FromStringAndSize("from_bytes", 10);
-        if (!from_bytes_str) goto limited_bad;
-        order_str = PyUnicode_FromString(little ? "little" : "big");
-        if (!order_str) goto limited_bad;
-        {
-            PyObject *args[] = { (PyObject*)&PyLong_Type, py_bytes, order_str, Py_True };
-            if (!is_unsigned) {
-                PyObject *signed_str = PyUnicode_FromStringAndSize("signed", 6);
-                if (!signed_str) goto limited_bad;
-#if CYTHON_VECTORCALL
-                kwds = PyTuple_Pack(1, signed_str);
-#else
-                {
-                    PyObject *keys[] = {signed_str};
-                    PyObject *values[] = {Py_True};
-                    kwds = __Pyx_MakeKwargDict(keys, values, 1);
-                }
-#endif
-                Py_DECREF(signed_str);
-                if (unlikely(!kwds)) goto limited_bad;
-            }
-            result = __Pyx_Object_VectorcallMethodKwds(from_bytes_str, args, 3 | __Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET, kwds);
-        }
-        limited_bad:
-        Py_XDECREF(kwds);
-        Py_XDECREF(order_str);
-        Py_XDECREF(py_bytes);
-        Py_XDECREF(from_bytes_str);
-        return result;
-#endif
     }
 }
 

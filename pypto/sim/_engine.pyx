@@ -15,8 +15,8 @@ whose field offsets are checked against ``INSTR`` at import.
 """
 
 cimport numpy as cnp
-from libc.math cimport ceil, fabs
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t
+from libc.math cimport ceil, fabs, floor
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t
 from libc.stdlib cimport free, malloc
 
 import numpy as np
@@ -29,6 +29,9 @@ cdef enum:
     MEM_GM = 1
     L2_WAYS = 16
     NKEYS = NPIPES * NPIPES * 256   # (source pipe, destination pipe, event byte)
+    SET_INTS = 2 * L2_WAYS          # int32 per L2 set: tags, stamps
+    PREFETCH_AHEAD = 24             # L2 accesses queued behind their prefetch
+    AHEAD_RING = 32                 # a power of two > PREFETCH_AHEAD
     F_TRANSPOSE = 1
 
 # Instruction kinds (fast.py maps opcodes to these).
@@ -58,6 +61,7 @@ DEADLOCK = S_DEADLOCK
 cdef double COST_LIMIT = 1125899906842624.0      # 2**50
 cdef double BUDGET_LIMIT = 1152921504606846976.0  # 2**60
 cdef double EXACT_LIMIT = 4503599627370496.0      # 2**52
+cdef double TAG_LIMIT = 2147483644.0              # 2**31 - 4: L2 tags are int32
 cdef int64_t DIM_LIMIT = 1 << 24
 cdef int64_t STRIDE_LIMIT = 1LL << 32
 cdef int64_t ADDR_LIMIT = 1LL << 44
@@ -125,10 +129,18 @@ cdef struct Sim:
     const double* path_row_cycles
     const int64_t* bases
     int64_t nsym
-    # L2: per way (tag + 1, stamp), 0 meaning the reference's empty tag -1
-    int64_t* l2
+    # L2 (see "L2 and the lines an access touches")
+    int32_t* l2
     int64_t sets
+    double inv_sets
+    int64_t line_shift      # log2(line_bytes), or -1 if not a power of two
     int64_t clock
+    int64_t ahead_set[AHEAD_RING]    # queued accesses: set, tag + 1
+    int32_t ahead_tag[AHEAD_RING]
+    int ahead_first
+    int ahead
+    int64_t lines           # of the last access: lines touched, hits
+    int64_t hits
     # shared by all cores
     int64_t server_free
     int64_t l2_hit_bytes
@@ -191,55 +203,147 @@ cdef inline int64_t imax(int64_t a, int64_t b) noexcept nogil:
 
 
 # -- L2 and the lines an access touches -----------------------------------------------------
+#
+# A set is 128 bytes: 16 tags (``int32``, tag + 1: 0 is the reference's empty tag -1),
+# then 16 stamps (``int32``). The reference's scan (return at the first way holding the
+# tag, else replace the first way with the smallest stamp) is split in two, tags then,
+# on a miss, stamps: the same outcome. Stamps only order the ways of a set, so when the
+# clock would overflow they are renumbered by rank. Lines are queued PREFETCH_AHEAD deep
+# with their sets prefetched, so the host's cache misses on the tag array overlap.
 
-cdef inline bint l2_access(Sim* s, int64_t line) noexcept nogil:
-    """``reference.L2.access``: touch ``line``; True if it was present."""
-    cdef int64_t* way = s.l2 + pymod(line, s.sets) * (2 * L2_WAYS)
-    cdef int64_t tag1 = floordiv(line, s.sets) + 1
-    cdef int w, victim = 0
+cdef extern from *:
+    """
+    #define PYPTO_PREFETCH(p) __builtin_prefetch((const void *)(p), 1, 3)
+    #define PYPTO_CTZ(x) __builtin_ctz(x)
+    """
+    void PYPTO_PREFETCH(const void* p) noexcept nogil
+    int count_trailing_zeros "PYPTO_CTZ" (uint32_t x) noexcept nogil
+
+
+cdef int64_t stamp_limit = 0x7FFFFFFF   # renumber the stamps when the clock reaches this
+
+
+def _set_stamp_limit(int64_t limit):
+    """For tests: renumber L2 stamps every ``limit`` accesses (0: the default)."""
+    global stamp_limit
+    stamp_limit = limit if limit > 0 else 0x7FFFFFFF
+
+
+cdef void renumber_stamps(Sim* s) noexcept nogil:
+    """Replace every stamp by its rank in its set (ways never touched keep 0)."""
+    cdef int64_t set_
+    cdef int w, v
+    cdef int32_t rank[L2_WAYS]
+    cdef int32_t* stamps
+    for set_ in range(s.sets):
+        stamps = s.l2 + set_ * SET_INTS + L2_WAYS
+        for w in range(L2_WAYS):
+            rank[w] = 0
+            if stamps[w] > 0:
+                rank[w] = 1
+                for v in range(L2_WAYS):
+                    if 0 < stamps[v] < stamps[w]:
+                        rank[w] += 1
+        for w in range(L2_WAYS):
+            stamps[w] = rank[w]
+    s.clock = L2_WAYS
+
+
+cdef inline void split_line(Sim* s, int64_t line, int64_t* set_, int64_t* tag) noexcept nogil:
+    """(line mod sets, line // sets) with Python's floor semantics, by a reciprocal."""
+    cdef int64_t q = <int64_t>floor(<double>line * s.inv_sets)
+    cdef int64_t r = line - q * s.sets
+    while r < 0:
+        q -= 1
+        r += s.sets
+    while r >= s.sets:
+        q += 1
+        r -= s.sets
+    set_[0] = r
+    tag[0] = q
+
+
+cdef inline int64_t line_of(Sim* s, int64_t byte) noexcept nogil:
+    if s.line_shift >= 0:
+        return byte >> s.line_shift    # arithmetic shift: floor division
+    return floordiv(byte, s.line_bytes)
+
+
+cdef inline void l2_access(Sim* s, int64_t set_, int32_t tag1) noexcept nogil:
+    """``reference.L2.access`` of the line (set_, tag1 - 1); counts the hits."""
+    cdef int32_t* tags = s.l2 + set_ * SET_INTS
+    cdef int32_t* stamps = tags + L2_WAYS
+    cdef uint32_t match = 0
+    cdef int w, victim
+    if s.clock >= stamp_limit:
+        renumber_stamps(s)
     s.clock += 1
-    for w in range(L2_WAYS):
-        if way[2 * w] == tag1:
-            way[2 * w + 1] = s.clock
-            return True
-        if way[2 * w + 1] < way[2 * victim + 1]:
+    for w in range(L2_WAYS):    # which ways hold the tag: no data-dependent branches
+        match |= (<uint32_t>(tags[w] == tag1)) << w
+    if match:
+        stamps[count_trailing_zeros(match)] = <int32_t>s.clock   # the first way holding it
+        s.hits += 1
+        return
+    victim = 0
+    for w in range(1, L2_WAYS):
+        if stamps[w] < stamps[victim]:
             victim = w
-    way[2 * victim] = tag1
-    way[2 * victim + 1] = s.clock
-    return False
+    tags[victim] = tag1
+    stamps[victim] = <int32_t>s.clock
 
 
-cdef inline int64_t touch_lines(Sim* s, int64_t base, int64_t rows, int64_t cols, int64_t rs,
-                                int64_t cs, int64_t isz, int64_t* count) noexcept nogil:
-    """Access every line ``reference.gm_lines`` lists, in its order; returns the hits."""
-    cdef int64_t L = s.line_bytes
-    cdef int64_t hits = 0, n = 0, line, last, r, c, row
+cdef inline void l2_touch(Sim* s, int64_t line) noexcept nogil:
+    """Queue an access to ``line``, prefetching its set; run the oldest queued one."""
+    cdef int64_t set_, tag
+    cdef int slot
+    split_line(s, line, &set_, &tag)
+    PYPTO_PREFETCH(s.l2 + set_ * SET_INTS)
+    PYPTO_PREFETCH(s.l2 + set_ * SET_INTS + L2_WAYS)
+    slot = (s.ahead_first + s.ahead) & (AHEAD_RING - 1)
+    s.ahead_set[slot] = set_
+    s.ahead_tag[slot] = <int32_t>(tag + 1)
+    s.ahead += 1
+    s.lines += 1
+    if s.ahead > PREFETCH_AHEAD:
+        l2_access(s, s.ahead_set[s.ahead_first], s.ahead_tag[s.ahead_first])
+        s.ahead_first = (s.ahead_first + 1) & (AHEAD_RING - 1)
+        s.ahead -= 1
+
+
+cdef inline void l2_drain(Sim* s) noexcept nogil:
+    while s.ahead > 0:
+        l2_access(s, s.ahead_set[s.ahead_first], s.ahead_tag[s.ahead_first])
+        s.ahead_first = (s.ahead_first + 1) & (AHEAD_RING - 1)
+        s.ahead -= 1
+
+
+cdef inline void touch_lines(Sim* s, int64_t base, int64_t rows, int64_t cols, int64_t rs,
+                             int64_t cs, int64_t isz) noexcept nogil:
+    """Access every line ``reference.gm_lines`` lists, in its order; counts the lines and
+    hits into ``s.lines`` and ``s.hits``."""
+    cdef int64_t line, last, r, c, row
+    s.lines = s.hits = 0
     if (cols == 1 or cs == 1) and (rows == 1 or rs == cols):
-        line = floordiv(base, L)
-        last = floordiv(base + rows * cols * isz - 1, L)
+        line = line_of(s, base)
+        last = line_of(s, base + rows * cols * isz - 1)
         while line <= last:
-            hits += l2_access(s, line)
-            n += 1
+            l2_touch(s, line)
             line += 1
     else:
         for r in range(rows):
             row = base + r * rs * isz
             if cs == 1:
-                line = floordiv(row, L)
-                last = floordiv(row + cols * isz - 1, L)
+                line = line_of(s, row)
+                last = line_of(s, row + cols * isz - 1)
                 while line <= last:
-                    hits += l2_access(s, line)
-                    n += 1
+                    l2_touch(s, line)
                     line += 1
             elif cs == 0:
-                hits += l2_access(s, floordiv(row, L))
-                n += 1
+                l2_touch(s, line_of(s, row))
             else:
                 for c in range(cols):
-                    hits += l2_access(s, floordiv(row + c * cs * isz, L))
-                n += cols
-    count[0] = n
-    return hits
+                    l2_touch(s, line_of(s, row + c * cs * isz))
+    l2_drain(s)
 
 
 # -- costs ----------------------------------------------------------------------------------
@@ -317,7 +421,8 @@ cdef inline void copy_cycles(Sim* s, const Instr* r, int64_t start, int64_t* fre
         return
     gm = r.gm if r.gm >= 0 else r.gm + s.nsym
     base = s.bases[gm] + (r.a_addr if src == MEM_GM else r.d_addr) * isz
-    hits = touch_lines(s, base, rows, cols, rs, cs, isz, &n)
+    touch_lines(s, base, rows, cols, rs, cs, isz)
+    hits, n = s.hits, s.lines
     if src == MEM_GM:
         hit_eff = <double>(eff * hits) / <double>n
         miss_eff = <double>eff - hit_eff
@@ -344,7 +449,7 @@ cdef double cost_bound(Sim* s, const Instr* r, int kind) noexcept nogil:
     leave the exact int64/double domain (then the reference engine runs instead)."""
     cdef int64_t rows, cols, rs, cs, isz, run, runs, src, dst, gm, addr
     cdef const int64_t* f
-    cdef double x, eff, lines, slowest
+    cdef double x, eff, lines, slowest, far
     cdef int pi
     if kind == K_MMAD:
         f = s.fractal + 4 * r.sdtype
@@ -389,6 +494,10 @@ cdef double cost_bound(Sim* s, const Instr* r, int kind) noexcept nogil:
         lines = <double>rows * <double>cols * isz + 2.0 * rows + 2.0
         if eff * lines >= EXACT_LIMIT:
             return -1
+        far = (fabs(<double>s.bases[gm]) + fabs(<double>addr) * isz
+               + (rows * fabs(<double>rs) + cols * fabs(<double>cs) + <double>rows * cols) * isz)
+        if far / s.line_bytes / s.sets + 2 >= TAG_LIMIT:
+            return -1   # an L2 tag beyond int32
     slowest = s.path_rate[pi]
     if s.l2_read_bpc < slowest:
         slowest = s.l2_read_bpc
@@ -532,6 +641,12 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
     s.hit_latency = scalars[7]
     s.miss_latency = scalars[8]
     s.sets = scalars[9]
+    s.inv_sets = 1.0 / s.sets
+    s.line_shift = -1
+    for k in range(63):
+        if (<int64_t>1 << k) == s.line_bytes:
+            s.line_shift = k
+    s.ahead_first = s.ahead = 0
     s.kind = &kind_table[0]
     s.vector_cost = &vector_cost[0]
     s.itemsize = &itemsize[0]
@@ -549,7 +664,7 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
 
     # per-core arrays, one block of int64 (freed at the end)
     cdef int64_t* mem = <int64_t*>malloc(
-        sizeof(int64_t) * (ncores * (7 + 4 * NPIPES + NPIPES * qd) + 3 * NKEYS + 1))
+        sizeof(int64_t) * (ncores * (7 + 5 * NPIPES + NPIPES * qd) + 3 * NKEYS + 1))
     if mem == NULL:
         raise MemoryError()
     cdef const Instr** code = <const Instr**>malloc(sizeof(Instr*) * (ncores + 1))
@@ -566,7 +681,8 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
     cdef int64_t* pipe_free = hc + ncores
     cdef int64_t* pipe_done = pipe_free + ncores * NPIPES
     cdef int64_t* queued = pipe_done + ncores * NPIPES      # starts so far, per pipe
-    cdef int64_t* busy = queued + ncores * NPIPES
+    cdef int64_t* ring_pos = queued + ncores * NPIPES       # where the next start goes
+    cdef int64_t* busy = ring_pos + ncores * NPIPES
     cdef int64_t* ring = busy + ncores * NPIPES              # the last qd starts, per pipe
     cdef int64_t* head = ring + ncores * NPIPES * qd
     cdef int64_t* tail = head + NKEYS
@@ -583,8 +699,9 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
             trace_ptr = <TraceRec*>cnp.PyArray_DATA(trace)
         link_arr = np.empty(total, dtype=np.int64)     # pages touched only where used
         raised_arr = np.empty(total, dtype=np.int64)
-        l2_arr = np.zeros(2 * L2_WAYS * s.sets, dtype=np.int64)
-        s.l2 = <int64_t*>cnp.PyArray_DATA(l2_arr)
+        l2_arr = np.zeros(SET_INTS * (s.sets + 1), dtype=np.int32)
+        s.l2 = <int32_t*>cnp.PyArray_DATA(l2_arr)
+        s.l2 += ((128 - (<size_t>s.l2 & 127)) & 127) // 4   # sets on 128-byte boundaries
         link = <int64_t*>cnp.PyArray_DATA(link_arr)
         raised_at = <int64_t*>cnp.PyArray_DATA(raised_arr)
         with nogil:
@@ -595,7 +712,7 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
                 status = S_USE_REFERENCE
             else:
                 for k in range(ncores * NPIPES):
-                    pipe_free[k] = pipe_done[k] = queued[k] = busy[k] = 0
+                    pipe_free[k] = pipe_done[k] = queued[k] = ring_pos[k] = busy[k] = 0
                 for c in range(ncores):
                     pcs[c] = 0
                     last_issue[c] = -1
@@ -612,10 +729,15 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
                     p = r.pipe
                     k = c * NPIPES + p
                     kind = s.kind[r.op]
+                    # this core's next record is read when it comes round again
+                    PYPTO_PREFETCH(<const char*>(r + 1))
+                    PYPTO_PREFETCH(<const char*>(r + 1) + 64)
+                    PYPTO_PREFETCH(<const char*>(r + 2) - 1)
+                    PYPTO_PREFETCH(link + g + 1)
                     # issue, waiting for a queue slot
                     issue = last_issue[c] + 1
                     if p != 0 and queued[k] >= qd:
-                        slot_free = ring[k * qd + queued[k] % qd]
+                        slot_free = ring[k * qd + ring_pos[k]]
                         if slot_free > issue:
                             queue_stall[c, p] += slot_free - issue
                             issue = slot_free
@@ -636,8 +758,11 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
                         start = imax(issue, pipe_free[k])
                         if issue > pipe_free[k]:
                             starved[c, p] += issue - pipe_free[k]
-                        ring[k * qd + queued[k] % qd] = start
+                        ring[k * qd + ring_pos[k]] = start
                         queued[k] += 1
+                        ring_pos[k] += 1
+                        if ring_pos[k] == qd:
+                            ring_pos[k] = 0
                         if kind == K_SET:
                             raised = imax(start, pipe_done[k]) + 1
                             raised_at[g] = raised

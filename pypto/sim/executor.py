@@ -16,6 +16,7 @@ from numpy.lib.stride_tricks import as_strided
 from pypto.codegen.isa import (
     BINARY,
     F_ACCUMULATE,
+    F_RELU,
     F_TRANSPOSE,
     INSTR,
     REDUCE,
@@ -121,7 +122,10 @@ class _Core:
             if src.shape != dst.shape:
                 raise self.fail(f"copy shapes differ: {src.shape} -> {dst.shape}")
             with np.errstate(all="ignore"):
-                dst[...] = src.astype(dst.dtype)
+                if flags & F_RELU:  # FIX's in-flight ReLU, after the conversion
+                    dst[...] = numerics.apply_unary("relu", src.astype(dst.dtype), dst.dtype)
+                else:
+                    dst[...] = src.astype(dst.dtype)
         elif op == Op.MMAD:
             a = self.view("a", scode, aligned=True)
             b = self.view("b", scode, aligned=True)

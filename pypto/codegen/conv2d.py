@@ -1,0 +1,272 @@
+"""Lowering of conv2d workloads: an implicit GEMM with im2col in L1.
+
+The GEMM is ``[M = N*OH*OW pixels, R*S*C] x [R*S*C, K]``. As in ``codegen.matmul``,
+output blocks (``m1`` pixels x ``n1`` channels) go round robin to the cube cores, the
+reduction streams through L1 (``k1`` at a time) and L0 (``k0``), MMADs accumulate in
+L0C, and the block drains through FIX to GM, or to UB for an elementwise epilogue.
+
+What differs is the A tile: ``m`` consecutive output pixels x a ``k1`` chunk of the
+``(r, s, c)`` reduction is assembled in L1 straight from the NHWC input. For one tap
+``(r, s)`` and a run of pixels in one output row, the input elements form a 2-D strided
+region (rows: pixels, ``stride_w * C`` apart; columns: a run of channels), so each is
+one COPY. Pixels whose tap falls in the padding read a one-element zero tensor with
+row and column strides 0. Copies that continue each other (whole rows of a 1x1
+convolution, adjacent padding rows) are merged into one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from pypto.codegen.isa import F_ACCUMULATE, Mem, Op
+from pypto.codegen.place import Arena, Slots
+from pypto.codegen.program import Operand, StreamBuilder
+from pypto.codegen.vector_chain import ChainEmitter, Tile
+from pypto.frontend.dtypes import BY_NAME
+from pypto.ir.workload import Workload
+from pypto.schedule_space.conv2d import (
+    ConvShape,
+    block_pixels,
+    conv_index,
+    epilogue_chain,
+    shape_of,
+)
+from pypto.schedule_space.matmul import ACC_DTYPE
+from pypto.schedule_space.schedule import Schedule
+from pypto.targets import Target
+
+
+@dataclass(frozen=True)
+class Im2colCopy:
+    """One DMA of an A tile: ``rows`` x ``cols`` at tile row ``row``, column ``col``,
+    from GM element ``src`` of the input (rows ``src_rs`` apart, columns the channel
+    stride), or zeros when ``src`` is None."""
+
+    row: int
+    col: int
+    rows: int
+    cols: int
+    src: int | None
+    src_rs: int
+
+
+def im2col_copies(sh: ConvShape, x_offset: int, x_strides: tuple[int, ...], p_at: int,
+                  pixels: int, k_at: int, kcur: int) -> list[Im2colCopy]:
+    """The DMAs that fill the A tile of pixels ``p_at ..`` (``pixels`` of them) and
+    reduction indices ``k_at ..`` (``kcur``); ``x_offset``/``x_strides`` is the NHWC
+    input's view (elements)."""
+    sn, sh_, sw_, sc = x_strides
+    (st_h, st_w), (pad_h, pad_w), (dil_h, dil_w) = sh.stride, sh.padding, sh.dilation
+    out: list[Im2colCopy] = []
+    q = k_at
+    while q < k_at + kcur:
+        tap, c = divmod(q, sh.c)
+        r, s = divmod(tap, sh.s)
+        cols, col = min(sh.c - c, k_at + kcur - q), q - k_at
+        # Output columns whose tap lands inside the image: 0 <= ow*st_w - pad_w + s*dil_w < W.
+        ow_lo = max(0, -(-(pad_w - s * dil_w) // st_w))
+        ow_hi = min(sh.ow - 1, (sh.w - 1 + pad_w - s * dil_w) // st_w)
+        p = p_at
+        while p < p_at + pixels:
+            img, rest = divmod(p, sh.oh * sh.ow)
+            oh, ow = divmod(rest, sh.ow)
+            run = min(sh.ow - ow, p_at + pixels - p)
+            row, last = p - p_at, ow + run - 1
+            ih = oh * st_h - pad_h + r * dil_h
+            a, b = max(ow, ow_lo), min(last, ow_hi)
+            if not 0 <= ih < sh.h or a > b:
+                _append(out, Im2colCopy(row, col, run, cols, None, 0))
+            else:
+                if a > ow:
+                    _append(out, Im2colCopy(row, col, a - ow, cols, None, 0))
+                iw = a * st_w - pad_w + s * dil_w
+                src = x_offset + img * sn + ih * sh_ + iw * sw_ + c * sc
+                _append(out, Im2colCopy(row + a - ow, col, b - a + 1, cols, src, st_w * sw_))
+                if b < last:
+                    _append(out, Im2colCopy(row + b - ow + 1, col, last - b, cols, None, 0))
+            p += run
+        q += cols
+    return out
+
+
+def _append(out: list[Im2colCopy], c: Im2colCopy) -> None:
+    """Add ``c``, merged into the previous copy when it continues it row for row."""
+    if out:
+        prev = out[-1]
+        if prev.col == c.col and prev.cols == c.cols and prev.row + prev.rows == c.row:
+            if prev.src is None and c.src is None:
+                out[-1] = Im2colCopy(prev.row, prev.col, prev.rows + c.rows, c.cols, None, 0)
+                return
+            if prev.src is not None and c.src is not None:
+                stride = prev.src_rs if prev.rows > 1 else (c.src - prev.src)
+                if stride >= 0 and c.src == prev.src + prev.rows * stride and (
+                        c.rows == 1 or c.src_rs == stride):
+                    out[-1] = Im2colCopy(prev.row, prev.col, prev.rows + c.rows, c.cols,
+                                         prev.src, stride)
+                    return
+    out.append(c)
+
+
+def _arena(target: Target, role: str) -> Arena:
+    mem = target.role(role)
+    return Arena(Mem[mem.name], mem.capacity, mem.alignment)
+
+
+def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
+         gm_out: dict[int, int]) -> list[StreamBuilder]:
+    sh = shape_of(wl)
+    ci = conv_index(wl)
+    conv = wl.nodes[ci]
+    in_dt, acc_dt = BY_NAME[sh.dtype], BY_NAME[ACC_DTYPE[sh.dtype]]
+    isz = in_dt.itemsize
+    m1, n1, k1, k0 = s["m1"], s["n1"], s["k1"], s["k0"]
+    stage = _arena(target, "stage")
+    a_l1 = stage.alloc(m1 * k1 * isz, s["l1_depth"])
+    b_l1 = stage.alloc(k1 * n1 * isz, s["l1_depth"])
+    l0a = _arena(target, "left").alloc(m1 * k0 * isz, s["l0_depth"])
+    l0b = _arena(target, "right").alloc(k0 * n1 * isz, s["l0_depth"])
+    l0c = _arena(target, "acc").alloc(m1 * n1 * acc_dt.itemsize, s["l0c_depth"])
+    chain = epilogue_chain(wl)
+    emitter = None
+    if chain is not None:
+        emitter = ChainEmitter(wl, chain, m1, n1, s["ub_depth"], _arena(target, "vector"),
+                               gm_in, gm_out, chunked=False)
+    pixels = block_pixels(sh, s)
+    mblocks, nblocks = math.ceil(sh.m / pixels), math.ceil(sh.k / n1)
+    if s["block_order"] == "mn":
+        blocks = [(mb, nb) for mb in range(mblocks) for nb in range(nblocks)]
+    else:
+        blocks = [(mb, nb) for nb in range(nblocks) for mb in range(mblocks)]
+    zero = wl.nodes[conv.args[2]] if len(conv.args) > 2 else None
+    ctx = _Ctx(sh, wl, ci, in_dt, acc_dt, BY_NAME[conv.dtype], isz, pixels, m1, n1, k1, k0,
+               a_l1, b_l1, l0a, l0b, l0c, emitter, gm_in, gm_out,
+               gm_in[zero.attr("input")] if zero is not None else -1)
+    streams = []
+    for core in range(s["cores"]):
+        chunks = []
+        for blk_ctr, (mb, nb) in enumerate(blocks[core::s["cores"]]):
+            ks = list(range(0, sh.red, k1))
+            for j, k_at in enumerate(ks):
+                chunks.append(_Chunk(blk_ctr, mb * pixels, nb * n1, k_at,
+                                     min(k1, sh.red - k_at), len(chunks), j == 0,
+                                     j == len(ks) - 1))
+        # Software pipelining as in matmul: the loads of chunk j + depth - 1 are issued
+        # before the compute of chunk j.
+        ahead = s["l1_depth"] - 1
+        sb = StreamBuilder()
+        l0_ctr = 0
+        for j, chunk in enumerate(chunks):
+            first_load = 0 if j == 0 else j + ahead
+            for ld in range(first_load, min(j + ahead, len(chunks) - 1) + 1):
+                ctx.load(sb, chunks[ld])
+            l0_ctr = ctx.compute(sb, chunk, l0_ctr)
+        streams.append(sb)
+    return streams
+
+
+@dataclass
+class _Chunk:
+    """One reduction chunk of one output block: what one L1 load of A and B feeds."""
+
+    blk: int       # block counter on this core (L0C and UB slot)
+    p_at: int      # first output pixel
+    n_at: int      # first output channel
+    k_at: int
+    kcur: int
+    index: int     # chunk counter on this core (L1 slot)
+    first: bool    # first chunk of its block (MMAD overwrites L0C)
+    last: bool     # last chunk of its block (then drain)
+
+
+@dataclass
+class _Ctx:
+    sh: ConvShape
+    wl: Workload
+    ci: int
+    in_dt: Any
+    acc_dt: Any
+    out_dt: Any
+    isz: int
+    pixels: int
+    m1: int
+    n1: int
+    k1: int
+    k0: int
+    a_l1: Slots
+    b_l1: Slots
+    l0a: Slots
+    l0b: Slots
+    l0c: Slots
+    emitter: ChainEmitter | None
+    gm_in: dict[int, int]
+    gm_out: dict[int, int]
+    zero_sym: int
+
+    def extents(self, c: _Chunk) -> tuple[int, int]:
+        return min(self.pixels, self.sh.m - c.p_at), min(self.n1, self.sh.k - c.n_at)
+
+    def load(self, sb: StreamBuilder, c: _Chunk) -> None:
+        """GM -> L1: the A tile by im2col DMAs from the input, the B tile of weights."""
+        conv = self.wl.nodes[self.ci]
+        x, w = self.wl.nodes[conv.args[0]], self.wl.nodes[conv.args[1]]
+        mcur, ncur = self.extents(c)
+        a_addr, b_addr = self.a_l1.addr(c.index), self.b_l1.addr(c.index)
+        x_sym, x_cs = self.gm_in[x.attr("input")], x.attr("strides")[3]
+        for cp in im2col_copies(self.sh, x.attr("offset"), x.attr("strides"), c.p_at, mcur,
+                                c.k_at, c.kcur):
+            addr = a_addr + (cp.row * self.k1 + cp.col) * self.isz
+            if cp.src is not None:
+                dst = Operand(self.a_l1.mem, addr, cp.rows, cp.cols, self.k1)
+                src = Operand(Mem.GM, cp.src, cp.rows, cp.cols, cp.src_rs, x_cs, gm=x_sym)
+            elif cp.cols == self.k1:  # whole tile rows: one contiguous run of zeros
+                dst = Operand(self.a_l1.mem, addr, 1, cp.rows * cp.cols, 0)
+                src = Operand(Mem.GM, 0, 1, cp.rows * cp.cols, 0, 0, gm=self.zero_sym)
+            else:
+                dst = Operand(self.a_l1.mem, addr, cp.rows, cp.cols, self.k1)
+                src = Operand(Mem.GM, 0, cp.rows, cp.cols, 0, 0, gm=self.zero_sym)
+            sb.emit(Op.COPY, dst, src, dtype=self.in_dt)
+        b_rs, b_cs = w.attr("strides")
+        dst = Operand(self.b_l1.mem, b_addr, c.kcur, ncur, self.n1)
+        src = Operand(Mem.GM, w.attr("offset") + c.k_at * b_rs + c.n_at * b_cs, c.kcur, ncur,
+                      b_rs, b_cs, gm=self.gm_in[w.attr("input")])
+        sb.emit(Op.COPY, dst, src, dtype=self.in_dt)
+
+    def compute(self, sb: StreamBuilder, c: _Chunk, l0_ctr: int) -> int:
+        """L1 -> L0A/L0B and MMADs for one chunk; after the block's last chunk, the drain
+        (and the epilogue). Returns the next L0 slot counter."""
+        isz, n1, k0 = self.isz, self.n1, self.k0
+        mcur, ncur = self.extents(c)
+        a_addr, b_addr = self.a_l1.addr(c.index), self.b_l1.addr(c.index)
+        c_op = Operand(self.l0c.mem, self.l0c.addr(c.blk), mcur, ncur, n1)
+        for kk in range(0, c.kcur, k0):
+            kkc = min(k0, c.kcur - kk)
+            a0 = Operand(self.l0a.mem, self.l0a.addr(l0_ctr), mcur, kkc, k0)
+            b0 = Operand(self.l0b.mem, self.l0b.addr(l0_ctr), kkc, ncur, n1)
+            sb.emit(Op.COPY, a0, Operand(self.a_l1.mem, a_addr + kk * isz, mcur, kkc, self.k1),
+                    dtype=self.in_dt)
+            sb.emit(Op.COPY, b0, Operand(self.b_l1.mem, b_addr + kk * n1 * isz, kkc, ncur, n1),
+                    dtype=self.in_dt)
+            sb.emit(Op.MMAD, c_op, a0, b0, dtype=self.acc_dt, sdtype=self.in_dt,
+                    flags=0 if (c.first and kk == 0) else F_ACCUMULATE)
+            l0_ctr += 1
+        if c.last:
+            self.drain(sb, c, c_op)
+        return l0_ctr
+
+    def drain(self, sb: StreamBuilder, c: _Chunk, c_op: Operand) -> None:
+        """L0C -> GM (the NHWC output is the GEMM's [M, K]), or -> UB and the epilogue."""
+        mcur, ncur = self.extents(c)
+        if self.emitter is None:
+            out = Operand(Mem.GM, c.p_at * self.sh.k + c.n_at, mcur, ncur, self.sh.k, 1,
+                          gm=self.gm_out[self.ci])
+            sb.emit(Op.COPY, out, c_op, dtype=self.out_dt, sdtype=self.acc_dt)
+            return
+        tile = Tile(c.p_at, mcur, c.n_at, ncur)
+        sb.emit(Op.COPY, self.emitter.operand(self.ci, tile, c.blk), c_op, dtype=self.out_dt,
+                sdtype=self.acc_dt)
+        if self.ci in self.gm_out:
+            self.emitter.store(sb, self.ci, tile, c.blk)
+        self.emitter.emit_tile(sb, tile, [(c.n_at, ncur)], c.blk, c.blk,
+                               preset=frozenset({self.ci}))

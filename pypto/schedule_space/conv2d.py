@@ -1,0 +1,337 @@
+"""Conv2d workloads, lowered as an implicit GEMM with im2col in L1: the GEMM is
+``[M = N*OH*OW output pixels, R*S*C] x [R*S*C, K]``; the A tile (``m1`` pixels x ``k1``
+of the ``(r, s, c)`` reduction) is assembled in L1 by DMAs straight from the NHWC input,
+one per output-row run of pixels and tap (padding taps read a zero constant).
+
+Knobs: the matmul ones (``m1`` x ``n1`` output block in L0C, ``k1`` per L1 load,
+``k0`` per MMAD, buffer depths, ``cores``), plus:
+
+* ``row_block``: output rows per block. With ``row_block = r > 0`` a block is ``r``
+  whole output rows (``r * OW`` pixels; ``m1`` is then that rounded up to the fractal),
+  so every im2col DMA moves a whole row of pixels and blocks never split a row. With
+  ``row_block = 0`` a block is any ``m1`` consecutive pixels (rows may split: more,
+  shorter DMAs, but finer blocks).
+* ``block_order``: ``"mn"`` walks output channels fastest (cores running together share
+  the same input pixels), ``"nm"`` walks pixels fastest (they share a weight panel).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pypto.frontend.dtypes import BY_NAME
+from pypto.ir.workload import Workload
+from pypto.schedule_space import vector
+from pypto.schedule_space.matmul import ACC_DTYPE, CORE_GRID, core_choice
+from pypto.schedule_space.schedule import Schedule
+from pypto.schedule_space.space import Axis, Constraint, Space
+from pypto.schedule_space.vector import MAX_DEPTH, round_up
+
+if TYPE_CHECKING:
+    from pypto.targets import Target
+
+KNOBS = ("row_block", "m1", "n1", "k1", "k0", "l1_depth", "l0_depth", "l0c_depth",
+         "ub_depth", "cores")
+BLOCK_ORDERS = ("mn", "nm")
+MAX_M1 = 512  # pixels per block, as matmul's m1
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    """A conv2d workload's geometry: NHWC input, ``[R*S*C, K]`` weights, NHWC output."""
+
+    n: int
+    h: int
+    w: int
+    c: int
+    k: int
+    r: int
+    s: int
+    oh: int
+    ow: int
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
+    dtype: str          # operand dtype
+    epilogue: bool      # elementwise ops after the conv (computed on UB)
+
+    @property
+    def m(self) -> int:
+        """GEMM rows: output pixels."""
+        return self.n * self.oh * self.ow
+
+    @property
+    def red(self) -> int:
+        """GEMM reduction: ``R * S * C``."""
+        return self.r * self.s * self.c
+
+
+def conv_index(wl: Workload) -> int:
+    return next(i for i, n in enumerate(wl.nodes) if n.op == "conv2d_nhwc")
+
+
+def shape_of(wl: Workload) -> ConvShape:
+    node = wl.nodes[conv_index(wl)]
+    x, w = wl.nodes[node.args[0]], wl.nodes[node.args[1]]
+    n, h, wd, c = x.shape
+    r, s = node.attr("kernel")
+    _, oh, ow, k = node.shape
+    epilogue = any(n.op not in ("load", "conv2d_nhwc") for n in wl.nodes)
+    return ConvShape(n, h, wd, c, k, r, s, oh, ow, tuple(node.attr("stride")),
+                     tuple(node.attr("padding")), tuple(node.attr("dilation")), w.dtype,
+                     epilogue)
+
+
+def epilogue_chain(wl: Workload) -> vector.Chain | None:
+    """The elementwise tail on UB (None without one). The conv's operand loads stay out
+    of UB unless the tail reads them too (a residual ``conv(x) + x``)."""
+    if not shape_of(wl).epilogue:
+        return None
+    ci = conv_index(wl)
+    conv = wl.nodes[ci]
+    tail_args = {a for i, n in enumerate(wl.nodes) if i != ci for a in n.args}
+    return vector.analyze(wl, space=conv.shape,
+                          skip=frozenset(a for a in conv.args if a not in tail_args))
+
+
+def block_pixels(sh: ConvShape, s: Schedule | dict[str, Any]) -> int:
+    """Output pixels per block: ``row_block`` whole rows, or ``m1`` pixels."""
+    return s["row_block"] * sh.ow if s["row_block"] else s["m1"]
+
+
+def num_blocks(wl: Workload, s: Schedule | dict[str, Any]) -> int:
+    sh = shape_of(wl)
+    return math.ceil(sh.m / block_pixels(sh, s)) * math.ceil(sh.k / s["n1"])
+
+
+def complete(wl: Workload, s: Schedule) -> Schedule:
+    """``s`` with ``block_order`` (neutral: ``"mn"``) filled in when missing."""
+    return s if "block_order" in s else s.replace(block_order="mn")
+
+
+def footprints(wl: Workload, s: Schedule | dict[str, Any], target: Target) -> dict[str, int]:
+    """Bytes placed per memory role for schedule ``s`` (slots rounded to alignment)."""
+    sh = shape_of(wl)
+    isz = BY_NAME[sh.dtype].itemsize
+    acc = BY_NAME[ACC_DTYPE[sh.dtype]].itemsize
+
+    def slot(role: str, nbytes: int) -> int:
+        return round_up(nbytes, target.role(role).alignment)
+
+    out = {
+        "stage": s["l1_depth"] * (slot("stage", s["m1"] * s["k1"] * isz)
+                                  + slot("stage", s["k1"] * s["n1"] * isz)),
+        "left": s["l0_depth"] * slot("left", s["m1"] * s["k0"] * isz),
+        "right": s["l0_depth"] * slot("right", s["k0"] * s["n1"] * isz),
+        "acc": s["l0c_depth"] * slot("acc", s["m1"] * s["n1"] * acc),
+        "vector": 0,
+    }
+    chain = epilogue_chain(wl)
+    if chain is not None:
+        out["vector"] = vector.footprint(chain, s["m1"], s["n1"], s["ub_depth"],
+                                         target.role("vector").alignment)
+    return out
+
+
+def _sizes(extent: int, unit: int, cap: int) -> tuple[int, ...]:
+    """Tile sizes for an extent: unit x 1, 2, 3, 4, 6, 8, 12, 16, ... up to ``cap``, and
+    the extent rounded up to the unit (one tile) when that is below ``cap`` (as matmul)."""
+    full = round_up(extent, unit)
+    steps = {unit * m for m in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)}
+    return tuple(sorted({s for s in steps if s <= min(full, cap)}
+                        | ({full} if full <= cap else set())))
+
+
+def _row_block_check(sh: ConvShape, row_block: int, m1: int, fm: int) -> list[str]:
+    if row_block < 0 or row_block > sh.n * sh.oh:
+        return [f"row_block={row_block} must be in 0..{sh.n * sh.oh} (the output rows)"]
+    if row_block and m1 != round_up(row_block * sh.ow, fm):
+        return [f"m1={m1} must be row_block={row_block} x OW={sh.ow} pixels rounded up to "
+                f"the fractal ({round_up(row_block * sh.ow, fm)}) when row_block > 0"]
+    return []
+
+
+def violations(wl: Workload, s: Schedule, target: Target) -> list[str]:
+    out = vector._require(s, KNOBS)
+    if "block_order" not in s:
+        out.append("missing knob 'block_order'")
+    if out:
+        return out
+    sh = shape_of(wl)
+    fm, fk, fn = target.fractal(sh.dtype)
+    for knob, unit in (("m1", fm), ("n1", fn), ("k0", fk)):
+        if s[knob] < unit or s[knob] % unit:
+            out.append(f"{knob}={s[knob]} must be a positive multiple of the {sh.dtype} "
+                       f"fractal size {unit}")
+    if s["k1"] < s["k0"] or s["k1"] % max(s["k0"], 1):
+        out.append(f"k1={s['k1']} must be a positive multiple of k0={s['k0']}")
+    for knob in ("l1_depth", "l0_depth", "l0c_depth", "ub_depth"):
+        if not 1 <= s[knob] <= MAX_DEPTH:
+            out.append(f"{knob}={s[knob]} must be in 1..{MAX_DEPTH}")
+    if s["block_order"] not in BLOCK_ORDERS:
+        out.append(f"block_order={s['block_order']!r} must be 'mn' or 'nm'")
+    if not 1 <= s["cores"] <= target.cube_cores:
+        out.append(f"cores={s['cores']} must be in 1..{target.cube_cores} "
+                   f"({target.name} has {target.cube_cores} cube cores)")
+    if not out:
+        out += _row_block_check(sh, s["row_block"], s["m1"], fm)
+    if out:
+        return out
+    blocks = num_blocks(wl, s)
+    if s["cores"] > blocks:
+        out.append(f"cores={s['cores']} exceeds the {blocks} output blocks")
+    for role, need in footprints(wl, s, target).items():
+        mem = target.role(role)
+        if need > mem.capacity:
+            out.append(f"{mem.name}: {need} bytes needed (m1={s['m1']}, n1={s['n1']}, "
+                       f"k1={s['k1']}, k0={s['k0']}, depths {s['l1_depth']}/{s['l0_depth']}/"
+                       f"{s['l0c_depth']}/{s['ub_depth']}) but it holds {mem.capacity}")
+    return out
+
+
+def row_blocks(sh: ConvShape, fm: int) -> tuple[int, ...]:
+    """``row_block`` choices: 0 (pixel blocks), small counts, the divisors of OH (blocks
+    aligned to images) and all rows, while a block fits ``MAX_M1`` pixels."""
+    rows = sh.n * sh.oh
+    grid = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 48, 64, 96, 128, 256,
+            512, sh.oh, rows} | {d for d in range(1, sh.oh + 1) if sh.oh % d == 0}
+    return (0,) + tuple(sorted(r for r in grid
+                               if r <= rows and round_up(r * sh.ow, fm) <= MAX_M1))
+
+
+def _waves_cost(sh: ConvShape, pixels: int, m1: int, n1: int, cube_cores: int) -> int:
+    blocks = math.ceil(sh.m / pixels) * math.ceil(sh.k / n1)
+    cores = core_choice(min(cube_cores, blocks), cube_cores)
+    return math.ceil(blocks / cores) * (m1 + 64)  # 64: a block's fixed costs, in rows
+
+
+def default(wl: Workload, target: Target) -> Schedule:
+    """Whole output rows per block (each im2col DMA moves a full row of pixels), as many
+    rows as keep the cube cores busy in the fewest waves of the smallest blocks (a block
+    costs about its rows plus 64 for its fixed costs; at most 256 pixels); n1 up to 256
+    channels; k0 = 4 fractals, k1 = 4 x k0; double buffering. Then shrink like matmul
+    (accumulator depth, k1, n1, the block, k0, UB depth) until everything fits."""
+    sh = shape_of(wl)
+    fm, fk, fn = target.fractal(sh.dtype)
+    n1 = min(256, round_up(sh.k, fn))
+    candidates = [(_waves_cost(sh, r * sh.ow, round_up(r * sh.ow, fm), n1, target.cube_cores),
+                   -r, r) for r in row_blocks(sh, fm)[1:] if round_up(r * sh.ow, fm) <= 256]
+    if candidates:
+        row_block = min(candidates)[2]
+        m1 = round_up(row_block * sh.ow, fm)
+    else:
+        row_block, m1 = 0, min(128, round_up(sh.m, fm))
+    k0 = min(4 * fk, round_up(sh.red, fk))
+    k1 = min(4 * k0, round_up(sh.red, k0))
+    s = Schedule(row_block=row_block, m1=m1, n1=n1, k1=k1, k0=k0, l1_depth=2, l0_depth=2,
+                 l0c_depth=2, ub_depth=2, cores=1, block_order="mn")
+    for _ in range(64):
+        problems = violations(wl, s, target)
+        if not problems:
+            break
+        if s["l0c_depth"] > 1 and any(target.role("acc").name in p for p in problems):
+            s = s.replace(l0c_depth=1)
+        elif s["k1"] > s["k0"]:
+            s = s.replace(k1=s["k1"] // 2 if (s["k1"] // 2) % s["k0"] == 0 else s["k0"])
+        elif s["n1"] > fn and s["n1"] >= s["m1"]:
+            s = s.replace(n1=max(fn, round_up(s["n1"] // 2, fn)))
+        elif s["row_block"] > 1:
+            rb = s["row_block"] // 2
+            s = s.replace(row_block=rb, m1=round_up(rb * sh.ow, fm))
+        elif s["m1"] > fm:
+            s = s.replace(row_block=0, m1=max(fm, round_up(s["m1"] // 2, fm)))
+        elif s["k0"] > fk:
+            k0 = max(fk, round_up(s["k0"] // 2, fk))
+            s = s.replace(k0=k0, k1=k0)
+        elif s["ub_depth"] > 1:
+            s = s.replace(ub_depth=1)
+        else:
+            break
+    blocks = num_blocks(wl, s)
+    return s.replace(cores=core_choice(min(target.cube_cores, blocks), target.cube_cores))
+
+
+def space(wl: Workload, target: Target) -> Space:
+    """The conv2d schedule space (axes in dependency order; constraints per memory)."""
+    sh = shape_of(wl)
+    fm, fk, fn = target.fractal(sh.dtype)
+    isz = BY_NAME[sh.dtype].itemsize
+    acc_isz = BY_NAME[ACC_DTYPE[sh.dtype]].itemsize
+    rbs = row_blocks(sh, fm)
+    m1s = tuple(sorted(set(_sizes(sh.m, fm, MAX_M1))
+                       | {round_up(r * sh.ow, fm) for r in rbs if r}))
+    k0s = _sizes(sh.red, fk, 16 * fk)
+    k1s = tuple(sorted(set(_sizes(sh.red, fk, 128 * fk)) |
+                       {round_up(sh.red, k0) for k0 in k0s if round_up(sh.red, k0) <= 128 * fk}))
+    depths = tuple(range(1, MAX_DEPTH + 1))
+    chain = epilogue_chain(wl)
+    cores = tuple(sorted({c for c in CORE_GRID if c <= target.cube_cores}
+                         | {target.cube_cores}))
+    axes = [
+        Axis("row_block", rbs, "output rows per block (0: m1 pixels, rows may split)"),
+        Axis("m1", m1s, "output pixels per block in L0C (row_block x OW rounded up)"),
+        Axis("n1", _sizes(sh.k, fn, 512), "output channels per block"),
+        Axis("l0c_depth", depths, "accumulator buffers (2+: drain overlaps compute)"),
+        Axis("k0", k0s, "reduction (r, s, c) per MMAD (one L0A/L0B tile)"),
+        Axis("l0_depth", depths, "L0A/L0B buffers"),
+        Axis("k1", k1s, "reduction per L1 load: im2col A tile and weight B tile"),
+        Axis("l1_depth", depths, "L1 buffers of the A and B tiles"),
+        Axis("ub_depth", depths if chain is not None else (2,), "UB buffers of the epilogue"),
+        Axis("cores", cores, "cube cores sharing the output blocks"),
+        Axis("block_order", BLOCK_ORDERS, "block walk: channels fastest (mn) or pixels "
+                                          "fastest (nm)"),
+    ]
+
+    def mem_check(role: str, need: int, what: str) -> list[str]:
+        mem = target.role(role)
+        return [] if need <= mem.capacity else [
+            f"{mem.name}: {what} needs {need} bytes but {mem.name} holds {mem.capacity}"]
+
+    def slot(role: str, nbytes: int) -> int:
+        return round_up(nbytes, target.role(role).alignment)
+
+    def rows(k: dict[str, Any]) -> list[str]:
+        return _row_block_check(sh, k["row_block"], k["m1"], fm)
+
+    def acc(k: dict[str, Any]) -> list[str]:
+        need = k["l0c_depth"] * slot("acc", k["m1"] * k["n1"] * acc_isz)
+        return mem_check("acc", need, f"m1={k['m1']} x n1={k['n1']} x l0c_depth="
+                                      f"{k['l0c_depth']}")
+
+    def l0(k: dict[str, Any]) -> list[str]:
+        d = k["l0_depth"]
+        return mem_check("left", d * slot("left", k["m1"] * k["k0"] * isz),
+                         f"m1={k['m1']} x k0={k['k0']} x l0_depth={d}") + \
+            mem_check("right", d * slot("right", k["k0"] * k["n1"] * isz),
+                      f"k0={k['k0']} x n1={k['n1']} x l0_depth={d}")
+
+    def l1(k: dict[str, Any]) -> list[str]:
+        if k["k1"] % k["k0"]:
+            return [f"k1={k['k1']} must be a multiple of k0={k['k0']}"]
+        need = k["l1_depth"] * (slot("stage", k["m1"] * k["k1"] * isz)
+                                + slot("stage", k["k1"] * k["n1"] * isz))
+        return mem_check("stage", need, f"(m1 + n1) x k1={k['k1']} x l1_depth="
+                                        f"{k['l1_depth']}")
+
+    def ub(k: dict[str, Any]) -> list[str]:
+        need = vector.footprint(chain, k["m1"], k["n1"], k["ub_depth"],  # type: ignore[arg-type]
+                                target.role("vector").alignment)
+        return mem_check("vector", need, f"the epilogue on {k['m1']}x{k['n1']} blocks x "
+                                         f"ub_depth={k['ub_depth']}")
+
+    def core_count(k: dict[str, Any]) -> list[str]:
+        blocks = math.ceil(sh.m / block_pixels(sh, k)) * math.ceil(sh.k / k["n1"])
+        return [] if k["cores"] <= blocks else [
+            f"cores={k['cores']} exceeds the {blocks} output blocks of m1={k['m1']} "
+            f"(row_block={k['row_block']}) x n1={k['n1']}"]
+
+    constraints = [Constraint(("row_block", "m1"), rows),
+                   Constraint(("m1", "n1", "l0c_depth"), acc),
+                   Constraint(("m1", "n1", "k0", "l0_depth"), l0),
+                   Constraint(("m1", "n1", "k0", "k1", "l1_depth"), l1),
+                   Constraint(("row_block", "m1", "n1", "cores"), core_count)]
+    if chain is not None:
+        constraints.append(Constraint(("m1", "n1", "ub_depth"), ub))
+    return Space(wl, target, axes, constraints, lambda: default(wl, target))
