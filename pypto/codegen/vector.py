@@ -30,11 +30,20 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
         tiles = [(rb, [cc]) for rb in row_blocks for cc in chunks]
     else:
         tiles = [(rb, chunks) for rb in row_blocks]
+    # Software pipelining (one-chunk tiles): the loads of tile t + depth - 1 are issued
+    # before the compute of tile t, so they never wait behind it in program order.
+    ahead = s["depth"] - 1 if all(len(c) == 1 for _, c in tiles) else 0
     streams = []
     for core in range(s["cores"]):
         sb = StreamBuilder()
+        mine = tiles[core::s["cores"]]
         slot = 0
-        for row_slot, ((r0, rows), tile_chunks) in enumerate(tiles[core::s["cores"]]):
-            slot = emitter.emit_tile(sb, Tile(r0, rows, 0, 0), tile_chunks, slot, row_slot)
+        for t, ((r0, rows), tile_chunks) in enumerate(mine):
+            if ahead:
+                for ld in range(0 if t == 0 else t + ahead, min(t + ahead, len(mine) - 1) + 1):
+                    (lr0, lrows), lchunks = mine[ld]
+                    emitter.emit_loads(sb, Tile(lr0, lrows, *lchunks[0]), ld)
+            slot = emitter.emit_tile(sb, Tile(r0, rows, 0, 0), tile_chunks, slot, t,
+                                     loaded=bool(ahead))
         streams.append(sb)
     return streams

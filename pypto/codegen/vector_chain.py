@@ -142,11 +142,19 @@ class ChainEmitter:
         else:  # pragma: no cover - the partitioner only forms chains of these ops
             raise AssertionError(f"no vector lowering for {n.op}")
 
+    def emit_loads(self, sb: StreamBuilder, tile: Tile, slot: int) -> None:
+        """Only the loads of a one-chunk tile (issued ahead: software pipelining)."""
+        for i in range(len(self.wl.nodes)):
+            if i in self.values and self.wl.nodes[i].op == "load":
+                self.load(sb, i, tile, slot)
+
     def emit_tile(self, sb: StreamBuilder, row_tile: Tile, chunks: list[tuple[int, int]],
-                  slot: int, row_slot: int, preset: frozenset[int] = frozenset()) -> int:
+                  slot: int, row_slot: int, preset: frozenset[int] = frozenset(),
+                  loaded: bool = False) -> int:
         """Emit all column chunks of one row block; returns the next chunk slot counter.
 
-        ``preset`` nodes are already in UB (a matmul result)."""
+        ``preset`` nodes are already in UB (a matmul result); ``loaded``: the loads of
+        this (one-chunk) tile were already emitted by ``emit_loads``."""
         nodes = [i for i in range(len(self.wl.nodes)) if i in self.values]
         row_nodes = [i for i in nodes if self.values[i].phase == "row"
                      and self.wl.nodes[i].op not in REDUCE_OPS]
@@ -159,7 +167,8 @@ class ChainEmitter:
                     continue
                 op = self.wl.nodes[i].op
                 if op == "load":
-                    self.load(sb, i, tile, slot)
+                    if not loaded:
+                        self.load(sb, i, tile, slot)
                 elif self.chunked and i in row_nodes:
                     continue
                 else:
