@@ -91,6 +91,10 @@ def random_schedule(draw: st.DrawFn, workload, target) -> Schedule:  # type: ign
         s = space.sample(rng)
         if workload.family == "matmul":
             work = num_blocks(workload, s)
+        elif workload.family == "conv2d":
+            from pypto.schedule_space.conv2d import num_blocks as conv_blocks
+
+            work = conv_blocks(workload, s) * 4
         else:
             chain = analyze(workload)
             work = math.ceil(chain.rows / s["tile_rows"]) * math.ceil(chain.cols / s["tile_cols"])

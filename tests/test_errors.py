@@ -155,9 +155,10 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], type[Exception] | Non
      pypto.TargetError, ValueError, ("'nope'", "ascend910b")),
     ("missing target file", lambda: load_target("/nonexistent/dir/t.toml"),
      pypto.TargetError, ValueError, ("/nonexistent/dir/t.toml",)),
-    ("conv2d on the NPU", lambda: pypto.conv2d(pypto.rand((1, 2, 5, 5), F16),
-                                               pypto.rand((3, 2, 3, 3), F16)),
-     pypto.UnsupportedError, NotImplementedError, ("conv2d", "device_type='cpu'")),
+    ("grouped conv2d on the NPU", lambda: pypto.conv2d(pypto.rand((1, 4, 5, 5), F16),
+                                                       pypto.rand((4, 1, 3, 3), F16),
+                                                       groups=4),
+     pypto.UnsupportedError, NotImplementedError, ("conv2d", "groups=4", "device_type='cpu'")),
     ("conv2d channel mismatch", lambda: pypto.conv2d(pypto.rand((1, 4, 5, 5), F16),
                                                      pypto.rand((3, 2, 3, 3), F16)),
      pypto.ShapeError, ValueError, ("conv2d", "[3, 2, 3, 3]")),
@@ -208,6 +209,16 @@ def test_a_symbolic_tensor_cannot_mix_into_another_trace() -> None:
 def test_bad_context_arguments_are_value_errors(kwargs) -> None:
     with pytest.raises(ValueError):
         pypto.Context(**kwargs)
+
+
+def test_conv2d_runs_on_the_npu_and_matches_the_cpu() -> None:
+    x, w = pypto.rand((1, 2, 5, 5), F16, seed=3), pypto.rand((3, 2, 3, 3), F16, seed=4)
+    y = pypto.conv2d(x, w)
+    with pypto.Context(device_type="cpu"):
+        ref = pypto.conv2d(x, w)
+    assert y.shape == ref.shape == (1, 3, 3, 3)
+    np.testing.assert_allclose(y.numpy().astype(np.float64), ref.numpy().astype(np.float64),
+                               rtol=4e-3, atol=4e-3)
 
 
 def test_spec_with_a_negative_size_is_a_shape_error() -> None:

@@ -9,15 +9,17 @@ What differs is the A tile: ``m`` consecutive output pixels x a ``k1`` chunk of 
 ``(r, s, c)`` reduction is assembled in L1 straight from the NHWC input. For one tap
 ``(r, s)`` and a run of pixels in one output row, the input elements form a 2-D strided
 region (rows: pixels, ``stride_w * C`` apart; columns: a run of channels), so each is
-one COPY. Pixels whose tap falls in the padding read a one-element zero tensor with
-row and column strides 0. Copies that continue each other (whole rows of a 1x1
-convolution, adjacent padding rows) are merged into one.
+one COPY; with the schedule's ``im2col="filter_row"``, the taps of a filter row
+``(r, s .. s')`` are one COPY (one longer run per pixel). Pixels whose tap falls in the
+padding read a one-element zero tensor with row and column strides 0. Copies that
+continue each other (whole rows of a 1x1 convolution, adjacent padding rows,
+neighbouring taps of a padding row) are merged.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pypto.codegen.isa import F_ACCUMULATE, Mem, Op
@@ -53,21 +55,56 @@ class Im2colCopy:
 
 
 def im2col_copies(sh: ConvShape, x_offset: int, x_strides: tuple[int, ...], p_at: int,
-                  pixels: int, k_at: int, kcur: int) -> list[Im2colCopy]:
+                  pixels: int, k_at: int, kcur: int,
+                  filter_rows: bool = False) -> list[Im2colCopy]:
     """The DMAs that fill the A tile of pixels ``p_at ..`` (``pixels`` of them) and
     reduction indices ``k_at ..`` (``kcur``); ``x_offset``/``x_strides`` is the NHWC
-    input's view (elements)."""
-    sn, sh_, sw_, sc = x_strides
+    input's view (elements).
+
+    ``filter_rows`` (with ``dilation_w == 1`` and ``(w, c)`` contiguous in the input):
+    the taps ``(r, s .. s')`` of one filter row read one contiguous run of
+    ``(s' - s + 1) * C`` elements per pixel, the same run of reduction indices, so
+    pixels that all those taps find inside the image take one copy; border pixels go
+    tap by tap."""
+    sn, s_h, s_w, sc = x_strides
     (st_h, st_w), (pad_h, pad_w), (dil_h, dil_w) = sh.stride, sh.padding, sh.dilation
+    fuse_taps = filter_rows and dil_w == 1 and sc == 1 and s_w == sh.c
+    # Output columns where tap s lands inside the image: 0 <= ow*st_w - pad_w + s*dil_w < W.
+    ow_lo = [max(0, -(-(pad_w - s * dil_w) // st_w)) for s in range(sh.s)]
+    ow_hi = [min(sh.ow - 1, (sh.w - 1 + pad_w - s * dil_w) // st_w) for s in range(sh.s)]
     out: list[Im2colCopy] = []
+
+    def copy(row: int, ow: int, count: int, q: int, cols: int, base: int | None) -> None:
+        """``count`` pixels from output column ``ow`` (tile row ``row``), reduction
+        ``q ..``: input elements from ``base`` (the pixel at ``ow``), or zeros."""
+        if count > 0:
+            src = None if base is None else base + ((q // sh.c) % sh.s * dil_w - pad_w
+                                                      + ow * st_w) * s_w + q % sh.c * sc
+            _append(out, Im2colCopy(row, q - k_at, count, cols, src,
+                                    0 if base is None else st_w * s_w))
+
+    def by_tap(row: int, u: int, v: int, q0: int, q1: int, base: int | None) -> None:
+        """Output columns ``u .. v`` of one row, reduction ``q0 .. q1``, tap by tap."""
+        q = q0
+        while q < q1:
+            s, c = divmod(q, sh.c)
+            s %= sh.s
+            cols = min(sh.c - c, q1 - q)
+            a, b = max(u, ow_lo[s]), min(v, ow_hi[s])
+            if base is None or a > b:
+                copy(row, u, v - u + 1, q, cols, None)
+            else:
+                copy(row, u, a - u, q, cols, None)
+                copy(row + a - u, a, b - a + 1, q, cols, base)
+                copy(row + b - u + 1, b + 1, v - b, q, cols, None)
+            q += cols
+
     q = k_at
     while q < k_at + kcur:
         tap, c = divmod(q, sh.c)
         r, s = divmod(tap, sh.s)
-        cols, col = min(sh.c - c, k_at + kcur - q), q - k_at
-        # Output columns whose tap lands inside the image: 0 <= ow*st_w - pad_w + s*dil_w < W.
-        ow_lo = max(0, -(-(pad_w - s * dil_w) // st_w))
-        ow_hi = min(sh.ow - 1, (sh.w - 1 + pad_w - s * dil_w) // st_w)
+        q_end = min(k_at + kcur, (r + 1) * sh.s * sh.c if fuse_taps else q + sh.c - c)
+        s_end = (q_end - 1) // sh.c % sh.s
         p = p_at
         while p < p_at + pixels:
             img, rest = divmod(p, sh.oh * sh.ow)
@@ -75,19 +112,32 @@ def im2col_copies(sh: ConvShape, x_offset: int, x_strides: tuple[int, ...], p_at
             run = min(sh.ow - ow, p_at + pixels - p)
             row, last = p - p_at, ow + run - 1
             ih = oh * st_h - pad_h + r * dil_h
-            a, b = max(ow, ow_lo), min(last, ow_hi)
-            if not 0 <= ih < sh.h or a > b:
-                _append(out, Im2colCopy(row, col, run, cols, None, 0))
+            base = x_offset + img * sn + ih * s_h if 0 <= ih < sh.h else None
+            a, b = max(ow, ow_lo[s]), min(last, ow_hi[s_end])  # inside for every tap
+            if base is None or a > b or not fuse_taps:
+                by_tap(row, ow, last, q, q_end, base)
             else:
-                if a > ow:
-                    _append(out, Im2colCopy(row, col, a - ow, cols, None, 0))
-                iw = a * st_w - pad_w + s * dil_w
-                src = x_offset + img * sn + ih * sh_ + iw * sw_ + c * sc
-                _append(out, Im2colCopy(row + a - ow, col, b - a + 1, cols, src, st_w * sw_))
-                if b < last:
-                    _append(out, Im2colCopy(row + b - ow + 1, col, last - b, cols, None, 0))
+                by_tap(row, ow, a - 1, q, q_end, base)
+                copy(row + a - ow, a, b - a + 1, q, q_end - q, base)
+                by_tap(row + b - ow + 1, b + 1, last, q, q_end, base)
             p += run
-        q += cols
+        q = q_end
+    return _merge_zero_columns(out)
+
+
+def _merge_zero_columns(copies: list[Im2colCopy]) -> list[Im2colCopy]:
+    """Zero fills of the same tile rows in adjacent columns (neighbouring taps of a
+    padding row) become one."""
+    out: list[Im2colCopy] = []
+    last: dict[tuple[int, int], int] = {}
+    for c in copies:
+        if c.src is None:
+            j = last.get((c.row, c.rows))
+            if j is not None and out[j].col + out[j].cols == c.col:
+                out[j] = replace(out[j], cols=out[j].cols + c.cols)
+                continue
+            last[(c.row, c.rows)] = len(out)
+        out.append(c)
     return out
 
 
@@ -142,10 +192,11 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     zero = wl.nodes[conv.args[2]] if len(conv.args) > 2 else None
     ctx = _Ctx(sh, wl, ci, in_dt, acc_dt, BY_NAME[conv.dtype], isz, pixels, m1, n1, k1, k0,
                a_l1, b_l1, l0a, l0b, l0c, emitter, gm_in, gm_out,
-               gm_in[zero.attr("input")] if zero is not None else -1)
+               gm_in[zero.attr("input")] if zero is not None else -1,
+               s["im2col"] == "filter_row")
     streams = []
     for core in range(s["cores"]):
-        chunks = []
+        chunks: list[_Chunk] = []
         for blk_ctr, (mb, nb) in enumerate(blocks[core::s["cores"]]):
             ks = list(range(0, sh.red, k1))
             for j, k_at in enumerate(ks):
@@ -203,6 +254,7 @@ class _Ctx:
     gm_in: dict[int, int]
     gm_out: dict[int, int]
     zero_sym: int
+    filter_rows: bool  # im2col copies per filter row (else per tap)
 
     def extents(self, c: _Chunk) -> tuple[int, int]:
         return min(self.pixels, self.sh.m - c.p_at), min(self.n1, self.sh.k - c.n_at)
@@ -215,7 +267,7 @@ class _Ctx:
         a_addr, b_addr = self.a_l1.addr(c.index), self.b_l1.addr(c.index)
         x_sym, x_cs = self.gm_in[x.attr("input")], x.attr("strides")[3]
         for cp in im2col_copies(self.sh, x.attr("offset"), x.attr("strides"), c.p_at, mcur,
-                                c.k_at, c.kcur):
+                                c.k_at, c.kcur, self.filter_rows):
             addr = a_addr + (cp.row * self.k1 + cp.col) * self.isz
             if cp.src is not None:
                 dst = Operand(self.a_l1.mem, addr, cp.rows, cp.cols, self.k1)

@@ -122,6 +122,8 @@ class Workload:
             if n.op == "matmul":
                 k = self.nodes[n.args[0]].shape[-2 if n.attr("transpose_a") else -1]
                 total += 2 * math.prod(n.shape) * k
+            elif n.op == "conv2d_nhwc":  # weights are [R*S*C, K]
+                total += 2 * math.prod(n.shape) * self.nodes[n.args[1]].shape[0]
             elif n.op != "load":
                 total += math.prod(self.nodes[n.args[0]].shape if n.args else n.shape)
         return total

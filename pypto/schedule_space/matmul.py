@@ -56,8 +56,10 @@ def epilogue_chain(wl: Workload) -> vector.Chain | None:
     mm_index = next(i for i, n in enumerate(wl.nodes) if n.op == "matmul")
     if not shape_of(wl).epilogue:
         return None
-    operands = frozenset(wl.nodes[mm_index].args)
-    return vector.analyze(wl, space=wl.nodes[mm_index].shape, skip=operands)
+    # A and B stay out of UB unless the tail reads them too (``relu(a @ b) + a``).
+    tail_args = {a for i, n in enumerate(wl.nodes) if i != mm_index for a in n.args}
+    skip = frozenset(a for a in wl.nodes[mm_index].args if a not in tail_args)
+    return vector.analyze(wl, space=wl.nodes[mm_index].shape, skip=skip)
 
 
 FIX_OPS = frozenset({"relu"})
