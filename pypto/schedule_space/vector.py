@@ -156,16 +156,30 @@ def footprint(chain: Chain, tile_rows: int, tile_cols: int, depth: int, align: i
 
 
 def default(wl: Workload, target: Target) -> Schedule:
-    """Largest tiles that fit UB with double buffering, spread over the vector cores."""
-    chain = analyze(wl)
+    """Largest tiles that fit UB with double buffering, spread over the vector cores.
+    Rows too long for that: in-place ops, then single buffering, then (when the chain
+    allows) split rows into column chunks; a row that fits in no way is an error."""
     ub = target.role("vector")
-    depth = 2
+    depth, inplace = 2, False
+    chain = analyze(wl)
+    for depth, inplace in ((2, False), (2, True), (1, True)):
+        chain = analyze(wl, inplace=inplace)
+        if footprint(chain, 1, chain.cols, depth, ub.alignment) <= ub.capacity:
+            break
+    else:
+        depth, inplace, chain = 2, False, analyze(wl)
     cores = target.vector_cores
     tile_cols = chain.cols
     per_core_rows = max(1, math.ceil(chain.rows / cores))
     if footprint(chain, 1, tile_cols, depth, ub.alignment) > ub.capacity:
         if chain.needs_full_rows:
-            tile_cols = chain.cols  # validate() reports it
+            from pypto.errors import UnsupportedError
+
+            raise UnsupportedError(
+                f"{wl.describe()}: one row of {chain.cols} elements (with the values this "
+                f"chain keeps per row) needs more than the {ub.capacity} bytes of "
+                f"{ub.name}, and a reduction result is used on whole rows, so rows cannot "
+                "be split; reduce over a shorter axis or split the op")
         else:
             tile_cols = max(32, 1 << (chain.cols.bit_length() - 1))
             while tile_cols > 32 and footprint(chain, 1, tile_cols, depth,
@@ -179,7 +193,7 @@ def default(wl: Workload, target: Target) -> Schedule:
     from pypto.schedule_space.matmul import core_choice
 
     return Schedule(tile_rows=tile_rows, tile_cols=tile_cols, depth=depth,
-                    cores=core_choice(min(cores, tiles), cores), inplace=False)
+                    cores=core_choice(min(cores, tiles), cores), inplace=inplace)
 
 
 def complete(wl: Workload, s: Schedule) -> Schedule:

@@ -2,7 +2,7 @@
 # cython: initializedcheck=False
 """The compiled timing engine; ``pypto.sim.fast.simulate`` is its public entry point.
 
-A line-for-line port of ``pypto.sim.reference`` (the specification): the same rules,
+A port of ``pypto.sim.reference`` (the specification): the same rules,
 the same core order, the same L2 and DRAM server, and the same floating-point
 expressions evaluated in the same order (a C ``double`` is a Python ``float``), so the
 results are identical. Integers are ``int64``; ``run`` first checks that no value can
@@ -15,8 +15,8 @@ whose field offsets are checked against ``INSTR`` at import.
 """
 
 cimport numpy as cnp
-from libc.math cimport ceil, fabs, floor
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t
+from libc.math cimport ceil, fabs
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 
 import numpy as np
@@ -29,7 +29,6 @@ cdef enum:
     MEM_GM = 1
     L2_WAYS = 16
     NKEYS = NPIPES * NPIPES * 256   # (source pipe, destination pipe, event byte)
-    SET_INTS = 2 * L2_WAYS          # int32 per L2 set: tags, stamps
     PREFETCH_AHEAD = 24             # L2 accesses queued behind their prefetch
     AHEAD_RING = 32                 # a power of two > PREFETCH_AHEAD
     F_TRANSPOSE = 1
@@ -130,11 +129,11 @@ cdef struct Sim:
     const int64_t* bases
     int64_t nsym
     # L2 (see "L2 and the lines an access touches")
-    int32_t* l2
+    int32_t* l2             # 16 tags per set
+    uint64_t* lru           # per set: recency order, ways in use
     int64_t sets
     double inv_sets
     int64_t line_shift      # log2(line_bytes), or -1 if not a power of two
-    int64_t clock
     int64_t ahead_set[AHEAD_RING]    # queued accesses: set, tag + 1
     int32_t ahead_tag[AHEAD_RING]
     int ahead_first
@@ -149,8 +148,12 @@ cdef struct Sim:
     int64_t* path_bytes
 
 
-def _check_layout(instr_fields, trace_fields):
-    """Raise ImportError unless the packed structs match ``INSTR`` and ``TRACE``."""
+def _check_layout():
+    """Raise ImportError unless the packed structs match ``INSTR`` and ``TRACE`` (so a
+    stale build falls back to the reference engine instead of misreading records)."""
+    from pypto.codegen.isa import INSTR
+    from pypto.sim.result import TRACE
+
     cdef Instr i
     cdef TraceRec t
     cdef char* b = <char*>&i
@@ -166,16 +169,20 @@ def _check_layout(instr_fields, trace_fields):
            "a_rs": <char*>&i.a_rs - b, "a_cs": <char*>&i.a_cs - b,
            "b_mem": <char*>&i.b_mem - b, "b_addr": <char*>&i.b_addr - b,
            "b_rows": <char*>&i.b_rows - b, "b_cols": <char*>&i.b_cols - b,
-           "b_rs": <char*>&i.b_rs - b, "b_cs": <char*>&i.b_cs - b,
-           "itemsize": sizeof(Instr)}
+           "b_rs": <char*>&i.b_rs - b, "b_cs": <char*>&i.b_cs - b}
     b = <char*>&t
     got_trace = {"core": <char*>&t.core - b, "index": <char*>&t.index - b,
                  "pipe": <char*>&t.pipe - b, "op": <char*>&t.op - b,
-                 "start": <char*>&t.start - b, "end": <char*>&t.end - b,
-                 "itemsize": sizeof(TraceRec)}
-    if got != instr_fields or got_trace != trace_fields:
-        raise ImportError("pypto.sim._engine was built for another INSTR/TRACE layout; "
+                 "start": <char*>&t.start - b, "end": <char*>&t.end - b}
+    want = {name: INSTR.fields[name][1] for name in INSTR.names}
+    want_trace = {name: TRACE.fields[name][1] for name in TRACE.names}
+    if (got, sizeof(Instr), got_trace, sizeof(TraceRec)) != (
+            want, INSTR.itemsize, want_trace, TRACE.itemsize):
+        raise ImportError("pypto.sim._engine was built for another INSTR or TRACE layout; "
                           "rebuild it with `pip install -e .`")
+
+
+_check_layout()
 
 
 # -- Python's integer division and modulo ---------------------------------------------------
@@ -204,54 +211,57 @@ cdef inline int64_t imax(int64_t a, int64_t b) noexcept nogil:
 
 # -- L2 and the lines an access touches -----------------------------------------------------
 #
-# A set is 128 bytes: 16 tags (``int32``, tag + 1: 0 is the reference's empty tag -1),
-# then 16 stamps (``int32``). The reference's scan (return at the first way holding the
-# tag, else replace the first way with the smallest stamp) is split in two, tags then,
-# on a miss, stamps: the same outcome. Stamps only order the ways of a set, so when the
-# clock would overflow they are renumbered by rank. Lines are queued PREFETCH_AHEAD deep
-# with their sets prefetched, so the host's cache misses on the tag array overlap.
+# The reference keeps per way a tag (-1: empty) and the access clock of its last use,
+# and on a miss replaces the first way with the smallest stamp. Empty ways have stamp 0,
+# so they are used in order (the unused ways are always a suffix) and, once a set is
+# full, its stamps differ: the victim is the least recently used way. So a set here is
+# 16 tags (``int32``, tag + 1: 0 is the reference's empty tag -1, which a line of tag -1
+# still matches), how many ways are in use, and their recency order as 16 nibbles of
+# one ``uint64`` (way indices, most recent first): the same hits and victims, with half
+# the memory per access. Lines are queued PREFETCH_AHEAD deep with their sets
+# prefetched, so the host's cache misses overlap.
 
 cdef extern from *:
     """
     #define PYPTO_PREFETCH(p) __builtin_prefetch((const void *)(p), 1, 3)
+    #define PYPTO_PREFETCH_ONCE(p) __builtin_prefetch((const void *)(p), 0, 0)
     #define PYPTO_CTZ(x) __builtin_ctz(x)
+    #define PYPTO_CTZLL(x) __builtin_ctzll(x)
+    #include <stdint.h>
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    #endif
+    /* Bit w set where tags[w] == tag (16 ways). */
+    static inline unsigned pypto_match16(const int32_t *tags, int32_t tag) {
+    #if defined(__SSE2__)
+        __m128i t = _mm_set1_epi32(tag);
+        __m128i a = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)tags), t);
+        __m128i b = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(tags + 4)), t);
+        __m128i c = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(tags + 8)), t);
+        __m128i d = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(tags + 12)), t);
+        return (unsigned)_mm_movemask_epi8(_mm_packs_epi16(_mm_packs_epi32(a, b),
+                                                            _mm_packs_epi32(c, d)));
+    #else
+        unsigned m = 0;
+        for (int w = 0; w < 16; w++) m |= (unsigned)(tags[w] == tag) << w;
+        return m;
+    #endif
+    }
     """
     void PYPTO_PREFETCH(const void* p) noexcept nogil
+    void PYPTO_PREFETCH_ONCE(const void* p) noexcept nogil
     int count_trailing_zeros "PYPTO_CTZ" (uint32_t x) noexcept nogil
+    int count_trailing_zeros64 "PYPTO_CTZLL" (uint64_t x) noexcept nogil
+    uint32_t match16 "pypto_match16" (const int32_t* tags, int32_t tag) noexcept nogil
 
 
-cdef int64_t stamp_limit = 0x7FFFFFFF   # renumber the stamps when the clock reaches this
-
-
-def _set_stamp_limit(int64_t limit):
-    """For tests: renumber L2 stamps every ``limit`` accesses (0: the default)."""
-    global stamp_limit
-    stamp_limit = limit if limit > 0 else 0x7FFFFFFF
-
-
-cdef void renumber_stamps(Sim* s) noexcept nogil:
-    """Replace every stamp by its rank in its set (ways never touched keep 0)."""
-    cdef int64_t set_
-    cdef int w, v
-    cdef int32_t rank[L2_WAYS]
-    cdef int32_t* stamps
-    for set_ in range(s.sets):
-        stamps = s.l2 + set_ * SET_INTS + L2_WAYS
-        for w in range(L2_WAYS):
-            rank[w] = 0
-            if stamps[w] > 0:
-                rank[w] = 1
-                for v in range(L2_WAYS):
-                    if 0 < stamps[v] < stamps[w]:
-                        rank[w] += 1
-        for w in range(L2_WAYS):
-            stamps[w] = rank[w]
-    s.clock = L2_WAYS
+cdef uint64_t NIBBLES_ONE = 0x1111111111111111ULL
+cdef uint64_t NIBBLES_HIGH = 0x8888888888888888ULL
 
 
 cdef inline void split_line(Sim* s, int64_t line, int64_t* set_, int64_t* tag) noexcept nogil:
     """(line mod sets, line // sets) with Python's floor semantics, by a reciprocal."""
-    cdef int64_t q = <int64_t>floor(<double>line * s.inv_sets)
+    cdef int64_t q = <int64_t>(<double>line * s.inv_sets)   # off by at most one or two
     cdef int64_t r = line - q * s.sets
     while r < 0:
         q -= 1
@@ -269,27 +279,51 @@ cdef inline int64_t line_of(Sim* s, int64_t byte) noexcept nogil:
     return floordiv(byte, s.line_bytes)
 
 
-cdef inline void l2_access(Sim* s, int64_t set_, int32_t tag1) noexcept nogil:
-    """``reference.L2.access`` of the line (set_, tag1 - 1); counts the hits."""
-    cdef int32_t* tags = s.l2 + set_ * SET_INTS
-    cdef int32_t* stamps = tags + L2_WAYS
-    cdef uint32_t match = 0
-    cdef int w, victim
-    if s.clock >= stamp_limit:
-        renumber_stamps(s)
-    s.clock += 1
-    for w in range(L2_WAYS):    # which ways hold the tag: no data-dependent branches
-        match |= (<uint32_t>(tags[w] == tag1)) << w
+cdef inline bint l2_access(int32_t* tags, uint64_t* lru, int32_t tag1) noexcept nogil:
+    """``reference.L2.access`` on one set (``lru``: recency order, ways in use)."""
+    cdef uint32_t match = match16(tags, tag1)     # the ways holding the tag
+    cdef uint64_t order = lru[0], x, zero, below
+    cdef int w, p
     if match:
-        stamps[count_trailing_zeros(match)] = <int32_t>s.clock   # the first way holding it
-        s.hits += 1
-        return
-    victim = 0
-    for w in range(1, L2_WAYS):
-        if stamps[w] < stamps[victim]:
-            victim = w
-    tags[victim] = tag1
-    stamps[victim] = <int32_t>s.clock
+        w = count_trailing_zeros(match)     # the first way holding it
+        if w >= <int>lru[1]:                # an unused way (tag -1 matches them): now used
+            lru[1] += 1
+            lru[0] = (order << 4) | <uint64_t>w
+            return True
+        x = order ^ (NIBBLES_ONE * <uint64_t>w)     # its place p in the order: x's first
+        zero = (x - NIBBLES_ONE) & ~x & NIBBLES_HIGH   # zero nibble (exact for the first)
+        p = count_trailing_zeros64(zero) >> 2
+        below = (<uint64_t>1 << (4 * p)) - 1        # more recent ways move down one place
+        lru[0] = (order & ~((below << 4) | 15)) | ((order & below) << 4) | <uint64_t>w
+        return True
+    if lru[1] < L2_WAYS:            # the first unused way
+        w = <int>lru[1]
+        lru[1] += 1
+    else:                           # the least recently used way
+        w = <int>(order >> 60)
+    tags[w] = tag1
+    lru[0] = (order << 4) | <uint64_t>w
+    return False
+
+
+cdef inline void l2_run(Sim* s, int64_t set_, int32_t tag1) noexcept nogil:
+    s.hits += l2_access(s.l2 + set_ * L2_WAYS, s.lru + 2 * set_, tag1)
+
+
+def _l2_hits(int64_t line_bytes, int64_t l2_bytes, lines):
+    """For tests: which of ``lines`` (in order, from a cold L2) hit."""
+    cdef int64_t sets = max(1, l2_bytes // (line_bytes * L2_WAYS)), i, set_, tag
+    tags_arr = np.zeros(sets * L2_WAYS, dtype=np.int32)
+    lru_arr = np.zeros(2 * sets, dtype=np.uint64)
+    cdef int32_t[::1] tags = tags_arr
+    cdef uint64_t[::1] lru = lru_arr
+    cdef Sim s
+    s.sets, s.inv_sets = sets, 1.0 / sets
+    out = []
+    for i in range(len(lines)):
+        split_line(&s, lines[i], &set_, &tag)
+        out.append(bool(l2_access(&tags[set_ * L2_WAYS], &lru[2 * set_], <int32_t>(tag + 1))))
+    return out
 
 
 cdef inline void l2_touch(Sim* s, int64_t line) noexcept nogil:
@@ -297,22 +331,22 @@ cdef inline void l2_touch(Sim* s, int64_t line) noexcept nogil:
     cdef int64_t set_, tag
     cdef int slot
     split_line(s, line, &set_, &tag)
-    PYPTO_PREFETCH(s.l2 + set_ * SET_INTS)
-    PYPTO_PREFETCH(s.l2 + set_ * SET_INTS + L2_WAYS)
+    PYPTO_PREFETCH(s.l2 + set_ * L2_WAYS)
+    PYPTO_PREFETCH(s.lru + 2 * set_)
     slot = (s.ahead_first + s.ahead) & (AHEAD_RING - 1)
     s.ahead_set[slot] = set_
     s.ahead_tag[slot] = <int32_t>(tag + 1)
     s.ahead += 1
     s.lines += 1
     if s.ahead > PREFETCH_AHEAD:
-        l2_access(s, s.ahead_set[s.ahead_first], s.ahead_tag[s.ahead_first])
+        l2_run(s, s.ahead_set[s.ahead_first], s.ahead_tag[s.ahead_first])
         s.ahead_first = (s.ahead_first + 1) & (AHEAD_RING - 1)
         s.ahead -= 1
 
 
 cdef inline void l2_drain(Sim* s) noexcept nogil:
     while s.ahead > 0:
-        l2_access(s, s.ahead_set[s.ahead_first], s.ahead_tag[s.ahead_first])
+        l2_run(s, s.ahead_set[s.ahead_first], s.ahead_tag[s.ahead_first])
         s.ahead_first = (s.ahead_first + 1) & (AHEAD_RING - 1)
         s.ahead -= 1
 
@@ -436,8 +470,10 @@ cdef inline void copy_cycles(Sim* s, const Instr* r, int64_t start, int64_t* fre
         occupy = <int64_t>ceil(<double>eff / rate + row_time)
         dram = <int64_t>ceil(<double>eff / s.chip_bpc)
         l2_latency = 0
-    s.server_free = imax(start, s.server_free) + dram
-    done = imax(start + occupy, s.server_free)
+    done = start + occupy
+    if dram > 0:  # only DRAM traffic queues on the DRAM server
+        s.server_free = imax(start, s.server_free) + dram
+        done = imax(done, s.server_free)
     free_at[0] = done
     complete[0] = done + s.path_latency[pi] + l2_latency
 
@@ -509,26 +545,31 @@ cdef double cost_bound(Sim* s, const Instr* r, int kind) noexcept nogil:
 
 
 cdef int64_t prepare(Sim* s, const Instr** code, const int64_t* length, const int64_t* offset,
-                     int64_t ncores, int64_t* link, int64_t* head, int64_t* tail,
+                     int64_t ncores, int64_t* set_base, int64_t* wait_base, int64_t* next_set,
+                     int64_t* wait_takes, int64_t* head, int64_t* tail,
                      int64_t* owner) noexcept nogil:
-    """Check every instruction and match flags. For a WAIT_FLAG, ``link`` gets the global
-    index of the SET_FLAG it takes (the k-th wait on a (source, destination, event) key
-    takes the k-th set, if that comes earlier in program order) or -1: a deadlock.
+    """Check every instruction and match flags.
+
+    SET_FLAGs and WAIT_FLAGs are numbered in program order, core after core (core c's
+    first at ``set_base[c]``, ``wait_base[c]``). The k-th wait on a (source,
+    destination, event) key takes the k-th set on it if that comes earlier in program
+    order: ``wait_takes`` gets that set's number, or -1 (a deadlock when reached).
     Returns the index of the first instruction outside the exact domain, or -1."""
-    cdef int64_t c, i, g, key, budget_at = -1
+    cdef int64_t c, i, key, sets = 0, waits = 0
     cdef const Instr* r
     cdef int kind
     cdef double bound, budget = 0
     for c in range(ncores):
+        set_base[c] = sets
+        wait_base[c] = waits
         for i in range(length[c]):
             r = code[c] + i
-            g = offset[c] + i
             kind = s.kind[r.op]
             if kind == K_INVALID or r.pipe >= NPIPES:
-                return g
+                return offset[c] + i
             if kind == K_SET or kind == K_WAIT:
                 if r.pipe2 >= NPIPES:
-                    return g
+                    return offset[c] + i
                 if kind == K_SET:
                     key = (r.pipe * NPIPES + r.pipe2) * 256 + <uint8_t>r.event
                 else:
@@ -537,24 +578,26 @@ cdef int64_t prepare(Sim* s, const Instr** code, const int64_t* length, const in
                     owner[key] = c
                     head[key] = -1
                     tail[key] = -1
-                if kind == K_SET:           # queue it (link chains a key's pending sets)
-                    link[g] = -1
+                if kind == K_SET:           # queue it: next_set chains a key's pending sets
+                    next_set[sets] = -1
                     if tail[key] >= 0:
-                        link[tail[key]] = g
+                        next_set[tail[key]] = sets
                     else:
-                        head[key] = g
-                    tail[key] = g
+                        head[key] = sets
+                    tail[key] = sets
+                    sets += 1
                 else:                       # take the oldest pending set, if any
-                    link[g] = head[key]
+                    wait_takes[waits] = head[key]
+                    waits += 1
                     if head[key] >= 0:
-                        head[key] = link[head[key]]
+                        head[key] = next_set[head[key]]
                         if head[key] < 0:
                             tail[key] = -1
                 bound = 2
             else:
                 bound = cost_bound(s, r, kind)
             if bound < 0:
-                return g
+                return offset[c] + i
             budget += bound
     if budget >= BUDGET_LIMIT:
         return 0
@@ -622,14 +665,14 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
     cdef const double[::1] path_row_cycles = tables[8]
     cdef Sim s
     cdef int64_t ncores = len(cores), total = 0, c, k, g, pc, p, q, status = S_OK, err = -1
-    cdef int64_t issue, start, slot_free, t, end, raised, free_at, complete, cnt, qd, src
+    cdef int64_t issue, start, slot_free, t, end, raised, free_at, complete, qd, src, taken
     cdef int64_t heap_n = 0
     cdef int kind
     cdef const Instr* r
     cdef TraceRec* trace_ptr = NULL
-    cdef int64_t* link
-    cdef int64_t* raised_at
-    cdef cnp.ndarray arr, link_arr, raised_arr, l2_arr
+    cdef int64_t* next_set
+    cdef int64_t* wait_takes
+    cdef cnp.ndarray arr, next_set_arr, wait_takes_arr, l2_arr, lru_arr
 
     s.queue_depth = scalars[0]
     s.cube_overhead = scalars[1]
@@ -658,13 +701,13 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
     s.path_row_cycles = &path_row_cycles[0]
     s.bases = &bases[0] if bases.shape[0] else NULL
     s.nsym = bases.shape[0]
-    s.clock = s.server_free = s.l2_hit_bytes = s.gm_read_bytes = s.gm_write_bytes = 0
+    s.server_free = s.l2_hit_bytes = s.gm_read_bytes = s.gm_write_bytes = 0
     s.path_bytes = &path_bytes[0, 0]
     qd = s.queue_depth
 
     # per-core arrays, one block of int64 (freed at the end)
     cdef int64_t* mem = <int64_t*>malloc(
-        sizeof(int64_t) * (ncores * (7 + 5 * NPIPES + NPIPES * qd) + 3 * NKEYS + 1))
+        sizeof(int64_t) * (ncores * (11 + 5 * NPIPES + NPIPES * qd) + 3 * NKEYS + 1))
     if mem == NULL:
         raise MemoryError()
     cdef const Instr** code = <const Instr**>malloc(sizeof(Instr*) * (ncores + 1))
@@ -678,7 +721,11 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
     cdef int64_t* core_end = last_issue + ncores
     cdef int64_t* ht = core_end + ncores
     cdef int64_t* hc = ht + ncores
-    cdef int64_t* pipe_free = hc + ncores
+    cdef int64_t* set_base = hc + ncores          # flag numbering, see prepare()
+    cdef int64_t* wait_base = set_base + ncores
+    cdef int64_t* sets_done = wait_base + ncores
+    cdef int64_t* waits_done = sets_done + ncores
+    cdef int64_t* pipe_free = waits_done + ncores
     cdef int64_t* pipe_done = pipe_free + ncores * NPIPES
     cdef int64_t* queued = pipe_done + ncores * NPIPES      # starts so far, per pipe
     cdef int64_t* ring_pos = queued + ncores * NPIPES       # where the next start goes
@@ -697,24 +744,28 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
             code[c] = <const Instr*>cnp.PyArray_DATA(arr)
         if trace is not None:
             trace_ptr = <TraceRec*>cnp.PyArray_DATA(trace)
-        link_arr = np.empty(total, dtype=np.int64)     # pages touched only where used
-        raised_arr = np.empty(total, dtype=np.int64)
-        l2_arr = np.zeros(SET_INTS * (s.sets + 1), dtype=np.int32)
+        # filled from the start, as far as there are flags (untouched pages cost nothing)
+        next_set_arr = np.empty(total, dtype=np.int64)     # then: when set k raised it
+        wait_takes_arr = np.empty(total, dtype=np.int64)
+        l2_arr = np.zeros(L2_WAYS * (s.sets + 1), dtype=np.int32)
         s.l2 = <int32_t*>cnp.PyArray_DATA(l2_arr)
-        s.l2 += ((128 - (<size_t>s.l2 & 127)) & 127) // 4   # sets on 128-byte boundaries
-        link = <int64_t*>cnp.PyArray_DATA(link_arr)
-        raised_at = <int64_t*>cnp.PyArray_DATA(raised_arr)
+        s.l2 += ((64 - (<size_t>s.l2 & 63)) & 63) // 4   # a set's tags in one cache line
+        lru_arr = np.zeros(2 * s.sets, dtype=np.uint64)
+        s.lru = <uint64_t*>cnp.PyArray_DATA(lru_arr)
+        next_set = <int64_t*>cnp.PyArray_DATA(next_set_arr)
+        wait_takes = <int64_t*>cnp.PyArray_DATA(wait_takes_arr)
         with nogil:
             for k in range(NKEYS):
                 owner[k] = -1
-            err = prepare(&s, code, length, offset, ncores, link, head, tail, owner)
+            err = prepare(&s, code, length, offset, ncores, set_base, wait_base, next_set,
+                          wait_takes, head, tail, owner)
             if err >= 0:
                 status = S_USE_REFERENCE
             else:
                 for k in range(ncores * NPIPES):
                     pipe_free[k] = pipe_done[k] = queued[k] = ring_pos[k] = busy[k] = 0
                 for c in range(ncores):
-                    pcs[c] = 0
+                    pcs[c] = sets_done[c] = waits_done[c] = 0
                     last_issue[c] = -1
                     core_end[c] = 0
                     if length[c] > 0:
@@ -730,10 +781,9 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
                     k = c * NPIPES + p
                     kind = s.kind[r.op]
                     # this core's next record is read when it comes round again
-                    PYPTO_PREFETCH(<const char*>(r + 1))
-                    PYPTO_PREFETCH(<const char*>(r + 1) + 64)
-                    PYPTO_PREFETCH(<const char*>(r + 2) - 1)
-                    PYPTO_PREFETCH(link + g + 1)
+                    PYPTO_PREFETCH_ONCE(<const char*>(r + 1))
+                    PYPTO_PREFETCH_ONCE(<const char*>(r + 1) + 64)
+                    PYPTO_PREFETCH_ONCE(<const char*>(r + 2) - 1)
                     # issue, waiting for a queue slot
                     issue = last_issue[c] + 1
                     if p != 0 and queued[k] >= qd:
@@ -765,14 +815,17 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
                             ring_pos[k] = 0
                         if kind == K_SET:
                             raised = imax(start, pipe_done[k]) + 1
-                            raised_at[g] = raised
+                            next_set[set_base[c] + sets_done[c]] = raised   # now: raise times
+                            sets_done[c] += 1
                             record(trace_ptr, g, c, pc, r, start, raised, &core_end[c])
                         elif kind == K_WAIT:
-                            if link[g] < 0:
+                            taken = wait_takes[wait_base[c] + waits_done[c]]
+                            waits_done[c] += 1
+                            if taken < 0:
                                 status = S_DEADLOCK
                                 err = pc
                                 break
-                            t = imax(start, raised_at[link[g]])
+                            t = imax(start, next_set[taken])
                             src = r.pipe2
                             flag_wait[c, p, src] += t - start
                             pipe_free[k] = t + 1

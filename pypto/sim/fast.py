@@ -23,10 +23,11 @@ Example:
 from __future__ import annotations
 
 import functools
+from types import ModuleType
 
 import numpy as np
 
-from pypto.codegen.isa import INSTR, REDUCE, VECTOR, Mem, Op, Pipe
+from pypto.codegen.isa import REDUCE, VECTOR, Mem, Op, Pipe
 from pypto.codegen.program import Program
 from pypto.errors import SimError
 from pypto.frontend.dtypes import BY_CODE
@@ -90,20 +91,26 @@ def _tables(target: Target) -> tuple[tuple[np.ndarray, ...], tuple]:
     return tables, scalars
 
 
-def _check_engine_layout(engine: object) -> None:
-    fields = {name: INSTR.fields[name][1] for name in INSTR.names}
-    fields["itemsize"] = INSTR.itemsize
-    trace = {name: TRACE.fields[name][1] for name in TRACE.names}
-    trace["itemsize"] = TRACE.itemsize
-    engine._check_layout(fields, trace)  # type: ignore[attr-defined]
-
-
 @functools.cache
-def _engine():  # type: ignore[no-untyped-def]
-    from pypto.sim import _engine as engine
+def _engine() -> ModuleType:
+    from pypto.sim import _engine as engine  # type: ignore[attr-defined]
 
-    _check_engine_layout(engine)
     return engine
+
+
+def _supported(target: Target) -> bool:
+    """Whether the engine can time on ``target`` (a validated target always can; one
+    built by hand may have a zero rate or a fractional latency, which the reference
+    handles its own way)."""
+    paths = target.paths.values()
+    rates = [target.vector_bytes_per_cycle, target.l2_read_bytes_per_cycle,
+             target.gm_bytes_per_cycle_chip, *(p.bytes_per_cycle for p in paths)]
+    counts = [target.queue_depth, target.cube_issue_overhead, target.vector_issue_overhead,
+              target.l2_hit_latency, target.l2_miss_latency, target.l2_line_bytes,
+              target.l2_bytes, *(p.latency for p in paths), *(p.min_burst for p in paths)]
+    return (all(isinstance(c, int) and abs(c) < 2**40 for c in counts)
+            and target.queue_depth >= 1 and target.l2_line_bytes >= 1 and target.l2_bytes >= 1
+            and all(r > 0 for r in rates))
 
 
 def simulate(program: Program, target: Target, bound_cycles: int,
@@ -119,7 +126,8 @@ def simulate(program: Program, target: Target, bound_cycles: int,
     engine = _engine()
     bases = reference.symbol_bases(program)
     last = program.symbols[-1] if program.symbols else None
-    if last is not None and bases[-1] + last.size * last.dtype.itemsize >= _MAX_GM_BYTES:
+    if (last is not None and bases[-1] + last.size * last.dtype.itemsize >= _MAX_GM_BYTES) \
+            or not _supported(target):
         return reference.simulate(program, target, bound_cycles, trace=trace)
     tables, scalars = _tables(target)
     cores = [np.ascontiguousarray(c) for c in program.cores]

@@ -314,9 +314,10 @@ class ReferenceEngine:
             occupy = math.ceil(eff / path.bytes_per_cycle + row_time)
             dram = math.ceil(eff / self.target.gm_bytes_per_cycle_chip)
             l2_latency = 0
-        server_start = max(start, self.server_free)
-        self.server_free = server_start + dram
-        free = max(start + occupy, self.server_free)
+        free = start + occupy
+        if dram > 0:  # only DRAM traffic queues on the DRAM server
+            self.server_free = max(start, self.server_free) + dram
+            free = max(free, self.server_free)
         return free, free + path.latency + l2_latency
 
 

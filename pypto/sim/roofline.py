@@ -62,21 +62,30 @@ def workload_bound(wl: Workload, target: Target) -> int:
 def program_bound(program: Program, target: Target) -> int:
     """A bound from the program alone (for hand-written programs): its MMAD and vector
     work and its tensors' sizes."""
+    import numpy as np
+
     cube = vector = 0.0
+    isz = np.zeros(256)
+    for code, dt in BY_CODE.items():
+        isz[code] = dt.itemsize
     for stream in program.cores:
-        for row in stream:
-            op = Op(int(row["op"]))
-            if op == Op.MMAD:
-                dtype = BY_CODE[int(row["sdtype"])].name
-                fm, fk, fn = target.fractal(dtype)
-                rate = target.cube_cores * fm * fk * fn / target.fractal_passes(dtype)
-                cube += int(row["a_rows"]) * int(row["a_cols"]) * int(row["b_cols"]) / rate
-            elif op in VECTOR:
-                cols = int(row["a_cols"]) if op in REDUCE else int(row["d_cols"])
-                isz = max(BY_CODE[int(row["dtype"])].itemsize,
-                          BY_CODE[int(row["sdtype"])].itemsize)
-                cost = target.vector_op_cost(op.name[1:].lower())
-                vector += int(row["d_rows"]) * cols * isz * cost
+        ops = stream["op"]
+        mmad = stream[ops == int(Op.MMAD)]
+        for code in np.unique(mmad["sdtype"]):
+            dtype = BY_CODE[int(code)].name
+            fm, fk, fn = target.fractal(dtype)
+            rate = target.cube_cores * fm * fk * fn / target.fractal_passes(dtype)
+            sel = mmad[mmad["sdtype"] == code]
+            cube += float((sel["a_rows"].astype(np.float64) * sel["a_cols"]
+                           * sel["b_cols"]).sum()) / rate
+        for op in VECTOR:
+            sel = stream[ops == int(op)]
+            if not len(sel):
+                continue
+            cols = sel["a_cols"] if op in REDUCE else sel["d_cols"]
+            width = np.maximum(isz[sel["dtype"]], isz[sel["sdtype"]])
+            cost = target.vector_op_cost(op.name[1:].lower())
+            vector += float((sel["d_rows"].astype(np.float64) * cols * width).sum()) * cost
     vector /= target.vector_bytes_per_cycle * target.vector_cores
     gm = sum(s.size * s.dtype.itemsize for s in program.symbols if s.role in ("in", "out"))
     return _bound(target, cube, vector, gm)

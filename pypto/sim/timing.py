@@ -37,8 +37,10 @@ def simulate(program: Program, target: Target, *, bound_cycles: int | None = Non
     ``trace`` keeps per-instruction start/end; ``hazards`` checks the timed trace for
     races (implies ``trace``).
     """
+    from pypto.sim.check import check_program
     from pypto.sim.roofline import program_bound
 
+    check_program(program, target)
     if bound_cycles is None:
         bound_cycles = program_bound(program, target)
     want_trace = trace or hazards

@@ -1,0 +1,130 @@
+"""Timing-engine throughput: the Cython engine (``pypto.sim.fast``) against the reference
+engine (``pypto.sim.reference``) on programs of 10^3 to 10^6 instructions: fp16 GEMMs
+and fp32 softmax with their default schedules on ascend910b. Both engines get the same
+bound (the workload's roofline) and no trace, as ``Compiled.simulate`` runs them.
+
+Prints a table and writes JSON to benchmarks/results/sim_throughput.json.
+Run: python benchmarks/sim_throughput.py [--reference-limit N] [--repeats R]
+
+The reference engine is timed only on programs of at most ``--reference-limit``
+instructions (default 100,000; it runs about 30,000 instructions/s); above that its
+column says "skipped". Every time is the median of several runs; where both engines
+ran, the script also checks that they agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import platform
+import statistics
+import time
+from collections.abc import Callable
+
+import pypto
+from pypto.codegen.program import Program
+from pypto.sim import fast, reference
+from pypto.sim.roofline import workload_bound
+from pypto.targets import Target, load_target
+
+TARGET = "ascend910b"
+GEMMS = (512, 1024, 2048, 4096, 6144)
+SOFTMAXES = ((1024, 1024), (4096, 4096), (16384, 4096))
+
+
+def _gemm(n: int, target: Target) -> tuple[str, Program, int]:
+    compiled = pypto.kernel(lambda a, b: pypto.matmul(a, b)).lower(
+        pypto.spec((n, n), "float16"), pypto.spec((n, n), "float16"), target=target)
+    return (f"gemm {n}^3 fp16", compiled.programs[0],
+            workload_bound(compiled.workloads[0], target))
+
+
+def _softmax(shape: tuple[int, int], target: Target) -> tuple[str, Program, int]:
+    compiled = pypto.kernel(lambda x: pypto.softmax(x)).lower(pypto.spec(shape, "float32"),
+                                                              target=target)
+    return (f"softmax {shape[0]}x{shape[1]} fp32", compiled.programs[0],
+            workload_bound(compiled.workloads[0], target))
+
+
+def _median_seconds(run: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def measure(name: str, program: Program, bound: int, target: Target, repeats: int,
+            reference_limit: int) -> dict:
+    n = program.num_instructions
+    fast.simulate(program, target, bound)  # warm up: loads the extension, builds tables
+    cython_s = _median_seconds(lambda: fast.simulate(program, target, bound), repeats)
+    row = {"program": name, "instructions": n, "cores": len(program.cores),
+           "cython_s": cython_s, "cython_instr_per_s": n / cython_s,
+           "reference_s": None, "reference_instr_per_s": None, "speedup": None}
+    if n <= reference_limit:
+        ref_repeats = 3 if n <= 20_000 else 1
+        ref_s = _median_seconds(lambda: reference.simulate(program, target, bound), ref_repeats)
+        same = fast.simulate(program, target, bound).same_timing(
+            reference.simulate(program, target, bound))
+        if not same:
+            raise SystemExit(f"{name}: the engines disagree")
+        row.update(reference_s=ref_s, reference_instr_per_s=n / ref_s,
+                   speedup=ref_s / cython_s, reference_runs=ref_repeats)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reference-limit", type=int, default=100_000,
+                        help="time the reference only on programs this small")
+    parser.add_argument("--repeats", type=int, default=7, help="runs per Cython median")
+    args = parser.parse_args()
+    target = load_target(TARGET)
+
+    rows = []
+    for build in [*(lambda t, n=n: _gemm(n, t) for n in GEMMS),
+                  *(lambda t, s=s: _softmax(s, t) for s in SOFTMAXES)]:
+        name, program, bound = build(target)
+        rows.append(measure(name, program, bound, target, args.repeats, args.reference_limit))
+        del program
+    rows.sort(key=lambda r: r["instructions"])
+
+    header = (f"{'program':<26}{'instructions':>13}{'reference s':>13}{'cython s':>11}"
+              f"{'ref instr/s':>13}{'cy instr/s':>13}{'speedup':>9}")
+    print(f"timing engines on {TARGET} (medians; reference skipped above "
+          f"{args.reference_limit:,} instructions)")
+    print(header)
+    for r in rows:
+        ref_s = f"{r['reference_s']:.3f}" if r["reference_s"] is not None else "skipped"
+        ref_rate = (f"{r['reference_instr_per_s']:,.0f}" if r["reference_s"] is not None
+                    else "-")
+        speedup = f"{r['speedup']:.0f}x" if r["speedup"] is not None else "-"
+        print(f"{r['program']:<26}{r['instructions']:>13,}{ref_s:>13}{r['cython_s']:>11.4f}"
+              f"{ref_rate:>13}{r['cython_instr_per_s']:>13,.0f}{speedup:>9}")
+    gemm_times = {r["program"]: r["cython_s"] for r in rows if r["program"].startswith("gemm")}
+    print("GEMM simulate times (Cython): " + ", ".join(
+        f"{n}^3 {gemm_times[f'gemm {n}^3 fp16'] * 1e3:.1f} ms" for n in (1024, 4096, 6144)))
+
+    result = {
+        "benchmark": "sim_throughput",
+        "target": TARGET,
+        "what": "fast.simulate vs reference.simulate, default schedules, no trace; "
+                "program construction not timed",
+        "cython_repeats": args.repeats,
+        "reference_limit": args.reference_limit,
+        "rows": rows,
+        "gemm_simulate_s": {str(n): gemm_times[f"gemm {n}^3 fp16"] for n in (1024, 4096, 6144)},
+        "machine": f"{platform.machine()} {platform.processor() or ''} "
+                   f"Python {platform.python_version()}".replace("  ", " "),
+    }
+    out = pathlib.Path(__file__).parent / "results" / "sim_throughput.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

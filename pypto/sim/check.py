@@ -1,0 +1,83 @@
+"""Static checks of a program before timing it: every operand has a shape, every GM
+access stays inside its tensor, every on-chip access inside its memory (capacity and
+alignment). Vectorized over each core's arrays; the first problem is a ``SimError``
+naming the core, the instruction and what to fix."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pypto.codegen.isa import OPERANDS, Mem, Op
+from pypto.codegen.program import Program
+from pypto.errors import SimError
+from pypto.frontend.dtypes import BY_CODE
+from pypto.targets import Target
+
+_ITEMSIZE = np.zeros(256, dtype=np.int64)
+for _code, _dt in BY_CODE.items():
+    _ITEMSIZE[_code] = _dt.itemsize
+_CUBE_OR_VECTOR = np.zeros(256, dtype=bool)
+for _op in Op:
+    _CUBE_OR_VECTOR[int(_op)] = _op == Op.MMAD or int(_op) >= int(Op.VADD)
+
+
+def check_program(program: Program, target: Target) -> None:
+    capacity = np.zeros(len(Mem), dtype=np.int64)
+    alignment = np.ones(len(Mem), dtype=np.int64)
+    for role in ("stage", "left", "right", "acc", "vector"):
+        m = target.role(role)
+        capacity[Mem[m.name]], alignment[Mem[m.name]] = m.capacity, m.alignment
+    sizes = np.array([s.size for s in program.symbols] or [0], dtype=np.int64)
+    for core, stream in enumerate(program.cores):
+        if not len(stream):
+            continue
+        for prefix in OPERANDS:
+            mem = stream[f"{prefix}_mem"].astype(np.int64)
+            used = mem != 0
+            if not used.any():
+                continue
+            rows = stream[f"{prefix}_rows"].astype(np.int64)
+            cols = stream[f"{prefix}_cols"].astype(np.int64)
+            rs, cs = stream[f"{prefix}_rs"], stream[f"{prefix}_cs"]
+            addr = stream[f"{prefix}_addr"]
+            code = stream["dtype"] if prefix == "d" else stream["sdtype"]
+            isz = _ITEMSIZE[code]
+            _fail_if(program, core, used & ((rows <= 0) | (cols <= 0)),
+                     f"operand {prefix} has an empty shape")
+            gm = used & (mem == Mem.GM)
+            if gm.any():
+                sym = stream["gm"].astype(np.int64)
+                _fail_if(program, core, gm & ((sym < 0) | (sym >= len(program.symbols))),
+                         f"operand {prefix} names no declared GM tensor")
+                span_r, span_c = (rows - 1) * rs, (cols - 1) * cs
+                lo = addr + np.minimum(span_r, 0) + np.minimum(span_c, 0)
+                hi = addr + np.maximum(span_r, 0) + np.maximum(span_c, 0)
+                size = sizes[np.clip(sym, 0, len(sizes) - 1)]
+                _fail_if(program, core, gm & ((lo < 0) | (hi >= size)),
+                         f"operand {prefix} reaches outside its GM tensor")
+            chip = used & (mem != Mem.GM)
+            if chip.any():
+                _fail_if(program, core, chip & (capacity[np.clip(mem, 0, len(Mem) - 1)] == 0),
+                         f"operand {prefix} names a memory {target.name} does not have")
+                _fail_if(program, core, chip & ((rs < 0) | (cs < 0) | (addr < 0)),
+                         f"operand {prefix} has a negative on-chip address or stride")
+                end = addr + ((rows - 1) * rs + (cols - 1) * cs + 1) * isz
+                _fail_if(program, core, chip & (end > capacity[np.clip(mem, 0, len(Mem) - 1)]),
+                         f"operand {prefix} runs past the end of its memory")
+                align = alignment[np.clip(mem, 0, len(Mem) - 1)]
+                strict = chip & _CUBE_OR_VECTOR[stream["op"]]
+                _fail_if(program, core, strict & (addr % align != 0),
+                         f"operand {prefix} is not aligned to its memory's alignment")
+
+
+def _fail_if(program: Program, core: int, bad: np.ndarray, message: str) -> None:
+    if not bad.any():
+        return
+    from pypto.codegen.asm import print_instruction
+
+    i = int(np.flatnonzero(bad)[0])
+    try:
+        text = print_instruction(program.cores[core][i], program.symbols).strip()
+    except Exception:  # noqa: BLE001 - the message matters more than the listing
+        text = "unprintable"
+    raise SimError(f"{program.name}, core {core}, instruction {i} ({text}): {message}")
