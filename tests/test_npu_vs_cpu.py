@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pypto
-from pypto.targets import load_target
+from pypto.targets import available_targets, load_target
 from tests.strategies import (
     FLOATS,
     assert_close,
@@ -29,12 +29,13 @@ BINARY = ["add", "sub", "mul", "maximum", "minimum"]
 
 
 def _scheduled(data: st.DataObject, fn, *args):  # type: ignore[no-untyped-def]
-    """Run with the default schedules, then with random valid ones."""
-    npu, cpu, compiled = run_both(fn, *args)
+    """Run with the default schedules, then with random valid ones, on a random target."""
+    target = data.draw(st.sampled_from(available_targets()), label="target")
+    npu, cpu, compiled = run_both(fn, *args, target=target)
     assert_close(npu, cpu, "")
     schedules = {i: data.draw(random_schedule(wl, compiled.target))
                  for i, wl in enumerate(compiled.workloads)}
-    npu2, cpu2, _ = run_both(fn, *args, schedules=schedules)
+    npu2, cpu2, _ = run_both(fn, *args, schedules=schedules, target=target)
     assert_close(npu2, cpu2, "")
 
 
@@ -178,7 +179,7 @@ def test_random_fused_chains(data, rows, cols, steps):
     _scheduled(data, fn, x, y)
 
 
-@pytest.mark.parametrize("target", ["ascend910b", "ascend310"])
+@pytest.mark.parametrize("target", available_targets())
 def test_targets_agree(target):
     a, b = tensor_of((70, 90), "float16", 22), tensor_of((90, 50), "float16", 23)
     npu, cpu, _ = run_both(lambda x, y: pypto.softmax(pypto.matmul(x, y)), a, b, target=target)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pypto.codegen.isa import F_ACCUMULATE, Mem, Op
-from pypto.codegen.place import Arena, Slots
+from pypto.codegen.place import Arenas, Slots
 from pypto.codegen.program import Operand, StreamBuilder
 from pypto.codegen.vector_chain import ChainEmitter, Tile
 from pypto.frontend.dtypes import BY_NAME
@@ -159,9 +159,6 @@ def _append(out: list[Im2colCopy], c: Im2colCopy) -> None:
     out.append(c)
 
 
-def _arena(target: Target, role: str) -> Arena:
-    mem = target.role(role)
-    return Arena(Mem[mem.name], mem.capacity, mem.alignment)
 
 
 def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
@@ -172,16 +169,17 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     in_dt, acc_dt = BY_NAME[sh.dtype], BY_NAME[ACC_DTYPE[sh.dtype]]
     isz = in_dt.itemsize
     m1, n1, k1, k0 = s["m1"], s["n1"], s["k1"], s["k0"]
-    stage = _arena(target, "stage")
+    arenas = Arenas(target)
+    stage = arenas.role("stage")
     a_l1 = stage.alloc(m1 * k1 * isz, s["l1_depth"])
     b_l1 = stage.alloc(k1 * n1 * isz, s["l1_depth"])
-    l0a = _arena(target, "left").alloc(m1 * k0 * isz, s["l0_depth"])
-    l0b = _arena(target, "right").alloc(k0 * n1 * isz, s["l0_depth"])
-    l0c = _arena(target, "acc").alloc(m1 * n1 * acc_dt.itemsize, s["l0c_depth"])
+    l0a = arenas.role("left").alloc(m1 * k0 * isz, s["l0_depth"])
+    l0b = arenas.role("right").alloc(k0 * n1 * isz, s["l0_depth"])
+    l0c = arenas.role("acc").alloc(m1 * n1 * acc_dt.itemsize, s["l0c_depth"])
     chain = epilogue_chain(wl)
     emitter = None
     if chain is not None:
-        emitter = ChainEmitter(wl, chain, m1, n1, s["ub_depth"], _arena(target, "vector"),
+        emitter = ChainEmitter(wl, chain, m1, n1, s["ub_depth"], arenas.role("vector"),
                                gm_in, gm_out, chunked=False)
     pixels = block_pixels(sh, s)
     mblocks, nblocks = math.ceil(sh.m / pixels), math.ceil(sh.k / n1)

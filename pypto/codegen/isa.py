@@ -36,6 +36,11 @@ class Mem(enum.IntEnum):
     L0B = 4
     L0C = 5
     UB = 6
+    # Cambricon MLU-class: neuron RAM (activations, vector, accumulation), weight RAM,
+    # and the cluster's shared SRAM (staging)
+    NRAM = 7
+    WRAM = 8
+    SRAM = 9
 
 
 class Op(enum.IntEnum):

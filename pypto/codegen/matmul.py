@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pypto.codegen.isa import F_ACCUMULATE, F_RELU, F_TRANSPOSE, Mem, Op
-from pypto.codegen.place import Arena, Slots
+from pypto.codegen.place import Arenas, Slots
 from pypto.codegen.program import Operand, StreamBuilder
 from pypto.codegen.vector_chain import ChainEmitter, Tile
 from pypto.frontend.dtypes import BY_NAME
@@ -16,11 +16,6 @@ from pypto.ir.workload import Workload
 from pypto.schedule_space.matmul import ACC_DTYPE, epilogue_chain, shape_of
 from pypto.schedule_space.schedule import Schedule
 from pypto.targets import Target
-
-
-def _arena(target: Target, role: str) -> Arena:
-    mem = target.role(role)
-    return Arena(Mem[mem.name], mem.capacity, mem.alignment)
 
 
 def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
@@ -31,17 +26,18 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     in_dt, acc_dt, out_dt = BY_NAME[sh.dtype], BY_NAME[ACC_DTYPE[sh.dtype]], BY_NAME[mm.dtype]
     isz = in_dt.itemsize
     m1, n1, k1, k0 = s["m1"], s["n1"], s["k1"], s["k0"]
-    stage = _arena(target, "stage")
+    arenas = Arenas(target)
+    stage = arenas.role("stage")
     a_l1 = stage.alloc(m1 * k1 * isz, s["l1_depth"])
     b_l1 = stage.alloc(k1 * n1 * isz, s["l1_depth"])
-    l0a = _arena(target, "left").alloc(m1 * k0 * isz, s["l0_depth"])
-    l0b = _arena(target, "right").alloc(k0 * n1 * isz, s["l0_depth"])
-    l0c = _arena(target, "acc").alloc(m1 * n1 * acc_dt.itemsize, s["l0c_depth"])
+    l0a = arenas.role("left").alloc(m1 * k0 * isz, s["l0_depth"])
+    l0b = arenas.role("right").alloc(k0 * n1 * isz, s["l0_depth"])
+    l0c = arenas.role("acc").alloc(m1 * n1 * acc_dt.itemsize, s["l0c_depth"])
     chain = epilogue_chain(wl)
     emitter = None
     fix_relu = chain is not None and s.get("epilogue", "VEC") == "FIX"
     if chain is not None and not fix_relu:
-        emitter = ChainEmitter(wl, chain, m1, n1, s["ub_depth"], _arena(target, "vector"),
+        emitter = ChainEmitter(wl, chain, m1, n1, s["ub_depth"], arenas.role("vector"),
                                gm_in, gm_out, chunked=False)
     batch_n = math.prod(sh.batch)
     mblocks, nblocks = math.ceil(sh.m / m1), math.ceil(sh.n / n1)

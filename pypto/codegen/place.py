@@ -42,6 +42,21 @@ class Arena:
         return Slots(self.mem, base, size, count)
 
 
+class Arenas:
+    """One ``Arena`` per memory, shared by the roles a target maps onto it (on a target
+    whose accumulator and vector memory are the same, buffers must not overlap)."""
+
+    def __init__(self, target) -> None:  # type: ignore[no-untyped-def]
+        self.target = target
+        self.by_memory: dict[str, Arena] = {}
+
+    def role(self, role: str) -> Arena:
+        mem = self.target.role(role)
+        if mem.name not in self.by_memory:
+            self.by_memory[mem.name] = Arena(Mem[mem.name], mem.capacity, mem.alignment)
+        return self.by_memory[mem.name]
+
+
 def broadcast_strides(view_shape: tuple[int, ...], strides: tuple[int, ...],
                       space: tuple[int, ...]) -> tuple[int, ...]:
     pad = len(space) - len(view_shape)

@@ -21,6 +21,15 @@ COPY_PIPE: dict[tuple[Mem, Mem], Pipe] = {
     (Mem.UB, Mem.GM): Pipe.MTE3,
     (Mem.UB, Mem.L1): Pipe.MTE3,
     (Mem.UB, Mem.UB): Pipe.VEC,
+    # MLU-class memories: the same pipe roles (load, on-chip move, compute, store)
+    (Mem.GM, Mem.SRAM): Pipe.MTE2,
+    (Mem.GM, Mem.NRAM): Pipe.MTE2,
+    (Mem.GM, Mem.WRAM): Pipe.MTE2,
+    (Mem.SRAM, Mem.NRAM): Pipe.MTE1,
+    (Mem.SRAM, Mem.WRAM): Pipe.MTE1,
+    (Mem.NRAM, Mem.GM): Pipe.MTE3,
+    (Mem.NRAM, Mem.SRAM): Pipe.MTE3,
+    (Mem.NRAM, Mem.NRAM): Pipe.VEC,
 }
 
 

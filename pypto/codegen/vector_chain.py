@@ -59,6 +59,7 @@ class ChainEmitter:
                     size = tile_rows * 4
                     self.acc[v.node] = (ub.alloc(size, depth), ub.alloc(size, depth))
         self.align = ub.alignment
+        self.mem = ub.mem  # the target's vector memory (UB, NRAM, ...)
 
     # -- operands -------------------------------------------------------------------------
     def dtype(self, node: int) -> DType:
@@ -69,12 +70,12 @@ class ChainEmitter:
         isz = self.dtype(node).itemsize
         rows = 1 if v.row_bcast else tile.rows
         if v.phase == "row" or v.col_bcast:
-            return Operand(Mem.UB, self.slots[node].addr(slot), rows, 1, 1)
+            return Operand(self.mem, self.slots[node].addr(slot), rows, 1, 1)
         p = pitch(tile.cols, isz, self.align)
-        return Operand(Mem.UB, self.slots[node].addr(slot), rows, tile.cols, p)
+        return Operand(self.mem, self.slots[node].addr(slot), rows, tile.cols, p)
 
     def _acc_operand(self, node: int, which: int, tile: Tile, slot: int) -> Operand:
-        return Operand(Mem.UB, self.acc[node][which].addr(slot), tile.rows, 1, 1)
+        return Operand(self.mem, self.acc[node][which].addr(slot), tile.rows, 1, 1)
 
     # -- emission -------------------------------------------------------------------------
     def load(self, sb: StreamBuilder, node: int, tile: Tile, slot: int) -> None:
@@ -91,7 +92,7 @@ class ChainEmitter:
             runs = row_runs(n.attr("offset"), strides, self.chain.space, tile.r0, tile.rows)
         isz = self.dtype(node).itemsize
         for first, count, off, delta in runs:
-            d = Operand(Mem.UB, dst.addr + first * dst.rs * isz, count, dst.cols, dst.rs)
+            d = Operand(self.mem, dst.addr + first * dst.rs * isz, count, dst.cols, dst.rs)
             src = Operand(Mem.GM, off + col_off, count, dst.cols, delta, cs,
                           gm=self.gm_inputs[n.attr("input")])
             sb.emit(Op.COPY, d, src, dtype=self.dtype(node))

@@ -205,13 +205,9 @@ def violations(wl: Workload, s: Schedule, target: Target) -> list[str]:
     blocks = num_blocks(wl, s)
     if s["cores"] > blocks:
         out.append(f"cores={s['cores']} exceeds the {blocks} output blocks")
-    for role, need in footprints(wl, s, target).items():
-        mem = target.role(role)
-        if need > mem.capacity:
-            out.append(f"{mem.name}: {need} bytes needed (m1={s['m1']}, n1={s['n1']}, "
-                       f"k1={s['k1']}, k0={s['k0']}, depths {s['l1_depth']}/{s['l0_depth']}/"
-                       f"{s['l0c_depth']}/{s['ub_depth']}) but it holds {mem.capacity}")
-    return out
+    from pypto.schedule_space.matmul import memory_problems
+
+    return out + memory_problems(footprints(wl, s, target), target, s)
 
 
 def row_blocks(sh: ConvShape, fm: int) -> tuple[int, ...]:
@@ -365,4 +361,7 @@ def space(wl: Workload, target: Target) -> Space:
                    Constraint(("row_block", "m1", "n1", "cores"), core_count)]
     if chain is not None:
         constraints.append(Constraint(("m1", "n1", "ub_depth"), ub))
+    from pypto.schedule_space.matmul import shared_memory_constraint
+
+    constraints += shared_memory_constraint(wl, target, axes, footprints)
     return Space(wl, target, axes, constraints, lambda: default(wl, target))

@@ -145,13 +145,37 @@ def violations(wl: Workload, s: Schedule, target: Target) -> list[str]:
                    f"({target.name} has {target.cube_cores} cube cores)")
     if out:
         return out
-    for role, need in footprints(wl, s, target).items():
-        mem = target.role(role)
-        if need > mem.capacity:
-            out.append(f"{mem.name}: {need} bytes needed (m1={s['m1']}, n1={s['n1']}, "
+    return out + memory_problems(footprints(wl, s, target), target, s)
+
+
+def memory_problems(per_role: dict[str, int], target: Target, s: Any) -> list[str]:
+    """Capacity violations, per memory: roles a target maps onto one memory (an MLU's
+    NRAM holds the left operand, the accumulator and the vector buffers) add up."""
+    need: dict[str, int] = {}
+    for role, nbytes in per_role.items():
+        name = target.role(role).name
+        need[name] = need.get(name, 0) + nbytes
+    out = []
+    for name, nbytes in need.items():
+        mem = target.memory(name)
+        if nbytes > mem.capacity:
+            out.append(f"{name}: {nbytes} bytes needed (m1={s['m1']}, n1={s['n1']}, "
                        f"k1={s['k1']}, k0={s['k0']}, depths {s['l1_depth']}/{s['l0_depth']}/"
                        f"{s['l0c_depth']}/{s['ub_depth']}) but it holds {mem.capacity}")
     return out
+
+
+def shared_memory_constraint(wl: Workload, target: Target, axes: list[Axis],
+                             footprint_fn: Any) -> list[Constraint]:
+    """When roles share a memory, one more constraint over all the axes: the sum fits."""
+    names = [target.role(r).name for r in ("stage", "left", "right", "acc", "vector")]
+    if len(set(names)) == len(names):
+        return []
+
+    def shared(k: dict[str, Any]) -> list[str]:
+        return memory_problems(footprint_fn(wl, k, target), target, k)
+
+    return [Constraint(tuple(a.name for a in axes), shared)]
 
 
 def default(wl: Workload, target: Target) -> Schedule:
@@ -285,4 +309,5 @@ def space(wl: Workload, target: Target) -> Space:
                    Constraint(("m1", "n1", "cores"), core_count)]
     if chain is not None:
         constraints.append(Constraint(("m1", "n1", "ub_depth", "epilogue"), ub))
+    constraints += shared_memory_constraint(wl, target, axes, footprints)
     return Space(wl, target, axes, constraints, lambda: default(wl, target))

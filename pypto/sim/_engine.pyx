@@ -25,7 +25,7 @@ cnp.import_array()
 
 cdef enum:
     NPIPES = 7      # pypto.codegen.isa.Pipe
-    NMEMS = 7       # pypto.codegen.isa.Mem
+    NMEMS = 10      # pypto.codegen.isa.Mem
     MEM_GM = 1
     L2_WAYS = 16
     NKEYS = NPIPES * NPIPES * 256   # (source pipe, destination pipe, event byte)

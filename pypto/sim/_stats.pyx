@@ -11,7 +11,7 @@ import numpy as np
 
 cdef enum:
     NUM_PIPES = 7   # pypto.codegen.isa.Pipe
-    NUM_MEMS = 7    # pypto.codegen.isa.Mem
+    NUM_MEMS = 10   # pypto.codegen.isa.Mem
     NUM_DTYPES = 4  # pypto.frontend.dtypes codes
     OP_COPY = 1     # pypto.codegen.isa.Op.COPY
 
@@ -27,7 +27,7 @@ def program_stats(instr):
 
     Returns:
         ``(per_pipe_counts, per_path_bytes)``: int64 arrays of shape ``(7,)`` and
-        ``(7, 7)``, the latter indexed ``[source memory, destination memory]``.
+        ``(10, 10)``, the latter indexed ``[source memory, destination memory]``.
 
     Raises:
         ValueError: an instruction has a pipe, or a COPY a memory or dtype code, out of

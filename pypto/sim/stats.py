@@ -47,7 +47,7 @@ def python_program_stats(instr: np.ndarray) -> Stats:
 
     Returns:
         ``(per_pipe_counts, per_path_bytes)``: int64 arrays of shape ``(7,)`` and
-        ``(7, 7)``. ``per_path_bytes[src, dst]`` sums ``d_rows * d_cols * itemsize``
+        ``(10, 10)`` (pipes, memories). ``per_path_bytes[src, dst]`` sums ``d_rows * d_cols * itemsize``
         over the COPY instructions from memory ``src`` (``a_mem``) to ``dst``
         (``d_mem``).
 
