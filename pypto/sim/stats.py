@@ -46,8 +46,9 @@ def python_program_stats(instr: np.ndarray) -> Stats:
         instr: a 1-D array of ``pypto.codegen.isa.INSTR`` records (one core's stream).
 
     Returns:
-        ``(per_pipe_counts, per_path_bytes)``: int64 arrays of shape ``(7,)`` and
-        ``(10, 10)`` (pipes, memories). ``per_path_bytes[src, dst]`` sums ``d_rows * d_cols * itemsize``
+        ``(per_pipe_counts, per_path_bytes)``: int64 arrays of shape ``(7,)`` (pipes)
+        and ``(10, 10)`` (memories). ``per_path_bytes[src, dst]`` sums
+        ``d_rows * d_cols * itemsize``
         over the COPY instructions from memory ``src`` (``a_mem``) to ``dst``
         (``d_mem``).
 
