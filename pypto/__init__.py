@@ -15,12 +15,15 @@ Importing this package is cheap: Optuna, XGBoost, SQLAlchemy and Plotly load on 
 
 from pypto.errors import (
     AsmError,
+    DatabaseError,
     DeviceError,
     DTypeError,
     KernelError,
     LayoutError,
+    LogFormatError,
     PyptoError,
     ScheduleError,
+    ScheduleFallbackWarning,
     ShapeError,
     SimError,
     TargetError,
@@ -67,7 +70,8 @@ from pypto.report.profiler import Profiler
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsmError", "Context", "DeviceError", "DTypeError", "Kernel", "KernelError", "LayoutError",
+    "AsmError", "Context", "DatabaseError", "DeviceError", "LogFormatError",
+    "ScheduleFallbackWarning", "DTypeError", "Kernel", "KernelError", "LayoutError",
     "Profiler", "PyptoError",
     "ScheduleError", "ShapeError", "SimError", "TargetError", "Tensor", "UnsupportedError",
     "abs", "add", "broadcast_to", "cast", "conv2d", "div", "dot", "exp", "float16", "float32",

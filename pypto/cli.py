@@ -10,10 +10,12 @@ from typing import Annotated
 
 import typer
 
+from pypto.cli_db import db_app
 from pypto.errors import PyptoError
 
 app = typer.Typer(help="PyPTO: NPU kernels as NumPy-style Python, scheduled by search.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+app.add_typer(db_app, name="db")
 
 FileArg = Annotated[Path, typer.Argument(help="A Python script that calls @pypto.kernel "
                                               "functions.", show_default=False)]
@@ -30,6 +32,17 @@ def fail(message: str) -> typer.Exit:
 
 def _captured(file: Path, kernels: list[str] | None, target: str | None):  # type: ignore[no-untyped-def]
     """Run FILE in capture mode; the compiled kernels it calls (deduplicated)."""
+    import warnings
+
+    from pypto.errors import ScheduleFallbackWarning
+
+    with warnings.catch_warnings():
+        # which workloads lack a tuned schedule is what `space` and `asm` show anyway
+        warnings.simplefilter("ignore", ScheduleFallbackWarning)
+        return _capture_calls(file, kernels, target)
+
+
+def _capture_calls(file: Path, kernels: list[str] | None, target: str | None):  # type: ignore[no-untyped-def]
     from pypto.frontend.capture import capture, run_script
 
     with capture() as cap:
@@ -118,6 +131,42 @@ def run(file: FileArg,
         typer.echo(f"HTML timeline: {prof.visualize(html)}")
     if trace:
         typer.echo(f"Chrome trace: {prof.export_chrome_trace(trace)}")
+
+
+@app.command()
+def tune(file: FileArg, kernel: KernelOpt = None, target: TargetOpt = None,
+         trials: Annotated[int, typer.Option(
+             "--trials", "-n", help="Measured trials each workload should have on the target "
+                                    "in total (a rerun measures only the remainder).")] = 100,
+         strategy: Annotated[str, typer.Option(
+             "--strategy", "-s", help="Search strategy: random, tpe, grid, gp, cmaes.")] = "tpe",
+         db: Annotated[str | None, typer.Option(
+             help="Schedule database URL (default: $PYPTO_DB, else "
+                  "tuning_logs/pypto.db).")] = None,
+         timeout: Annotated[float | None, typer.Option(
+             help="Stop tuning after this many seconds (all workloads).")] = None,
+         early_stopping: Annotated[int | None, typer.Option(
+             "--early-stopping", help="Stop a workload after this many trials without "
+                                      "improvement.")] = None,
+         seed: Annotated[int | None, typer.Option(help="Seed: a seeded run is "
+                                                       "reproducible.")] = None) -> None:
+    """Tune the schedules of the workloads FILE runs; results go to the database."""
+    from pypto.tuner.cli import run_tune
+
+    if trials < 1:
+        raise fail(f"--trials must be at least 1, got {trials}")
+    if timeout is not None and timeout <= 0:
+        raise fail(f"--timeout must be positive, got {timeout:g}")
+    if early_stopping is not None and early_stopping < 1:
+        raise fail(f"--early-stopping must be at least 1, got {early_stopping}")
+    try:
+        code = run_tune(file, kernels=kernel, target=target, trials=trials, strategy=strategy,
+                        db=db, timeout=timeout, early_stopping=early_stopping, seed=seed,
+                        capture=_captured)
+    except PyptoError as exc:
+        raise fail(str(exc)) from None
+    if code:
+        raise typer.Exit(code)
 
 
 def main() -> None:  # pragma: no cover - the console script

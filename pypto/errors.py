@@ -57,5 +57,21 @@ class AsmError(PyptoError, ValueError):
         super().__init__(f"{where}{message}{detail}")
 
 
+class DatabaseError(PyptoError, RuntimeError):
+    """The schedule database cannot be opened, read or written (names it and says why)."""
+
+
+class LogFormatError(PyptoError, ValueError):
+    """A tuning log (JSON lines) with malformed lines; ``problems`` lists (line, reason)."""
+
+    def __init__(self, message: str, problems: list[tuple[int, str]]) -> None:
+        super().__init__(message)
+        self.problems = problems
+
+
+class ScheduleFallbackWarning(UserWarning):
+    """A kernel runs a schedule that was not tuned for its exact workload."""
+
+
 class SimError(PyptoError, RuntimeError):
     """The simulated device rejected a program (bounds, capacity, alignment, flags)."""

@@ -193,10 +193,22 @@ def _explicit(schedule: Any, count: int, name: str) -> list[Any]:
                         f"{type(schedule).__name__}")
 
 
+def _looked_up(wl: Workload, target: Target) -> tuple[Schedule, str]:
+    """The schedule the database chain picks for ``wl`` and its source; never fails because
+    of the database (it warns and falls back)."""
+    from pypto.db.lookup import choose_schedule
+
+    return choose_schedule(wl, target)
+
+
 def compile_graph(graph: Graph, structure: Any, target: Target, *, fuse: FusePolicy,
                   schedule: Any, kernel_name: str) -> Compiled:
-    """Partition, pick a schedule per workload, and lower each to a program."""
-    from pypto.schedule_space import Schedule, default_schedule
+    """Partition, pick a schedule per workload, and lower each to a program.
+
+    Schedule per workload: the explicit one if given, else the database's lookup chain
+    (tuned, nearest, model, default; see ``pypto.db.lookup``).
+    """
+    from pypto.schedule_space import Schedule
 
     plan = partition(graph, fuse)
     explicit = _explicit(schedule, len(plan.steps), kernel_name)
@@ -209,8 +221,9 @@ def compile_graph(graph: Graph, structure: Any, target: Target, *, fuse: FusePol
             schedules.append(complete(step.workload, sched))
             sources.append("explicit")
         else:
-            schedules.append(default_schedule(step.workload, target))
-            sources.append("default")
+            sched, source = _looked_up(step.workload, target)
+            schedules.append(sched)
+            sources.append(source)
     compiled = Compiled(kernel_name, graph, structure, target, plan, schedules, sources, [])
     compiled.programs = [_lower_step(compiled, i, s) for i, s in enumerate(schedules)]
     return compiled

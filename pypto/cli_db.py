@@ -1,0 +1,208 @@
+"""``pypto db ...``: look into, share and maintain the schedule database (Typer sub-app).
+
+Every command takes ``--db URL`` (a SQLAlchemy URL or a SQLite file path; default
+``$PYPTO_DB``, else ``tuning_logs/pypto.db``). Errors: one line on stderr, exit 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from pypto.errors import PyptoError
+
+if TYPE_CHECKING:
+    from pypto.db.store import ScheduleStore
+
+db_app = typer.Typer(help="The schedule database: stats, list, show, best, export, import, "
+                          "prune, upgrade.", no_args_is_help=True, add_completion=False,
+                     pretty_exceptions_enable=False)
+
+DbOpt = Annotated[str | None, typer.Option(
+    "--db", help="Database URL or SQLite file (default: $PYPTO_DB, else "
+                 "tuning_logs/pypto.db).", show_default=False)]
+KeyArg = Annotated[str, typer.Argument(help="A workload key, or a unique prefix of one "
+                                            "(`pypto db list` shows them).",
+                                       show_default=False)]
+FileArg = Annotated[Path, typer.Argument(help="A JSON-lines file.", show_default=False)]
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(1)
+
+
+@contextmanager
+def _store(url: str | None) -> Iterator[ScheduleStore]:
+    """The store at ``url``; any PyPTO error (or OS error) becomes one line and exit 1."""
+    from pypto.db import open_store
+
+    try:
+        store = open_store(url)
+        try:
+            yield store
+        finally:
+            store.close()
+    except PyptoError as e:
+        raise _fail(str(e)) from None
+    except OSError as e:
+        raise _fail(f"{e.filename or ''}: {e.strerror or e}".lstrip(": ")) from None
+
+
+def _where(store: ScheduleStore) -> str:
+    from pypto.db.location import display_url
+
+    return display_url(store.url)
+
+
+def _current() -> str:
+    from pypto.sim import MODEL_VERSION
+
+    return MODEL_VERSION
+
+
+def _version_note(version: str) -> str:
+    return "" if version == _current() else " (stale)"
+
+
+@db_app.command()
+def stats(db: DbOpt = None) -> None:
+    """Counts of workloads, targets, records (by status and model version), runs."""
+    with _store(db) as store:
+        s = store.stats()
+        if not s.exists:
+            typer.echo(f"{s.url}: no database yet (nothing tuned; `pypto tune FILE` or "
+                       "`pypto db import FILE.jsonl` creates it)")
+            return
+        typer.echo(f"database   {s.url}")
+        typer.echo(f"workloads  {s.workloads}\ntargets    {s.targets}\nrecords    {s.records}")
+        for status, n in s.by_status:
+            typer.echo(f"  {status:<9} {n}")
+        typer.echo(f"model versions (current {_current()}):")
+        for version, n in s.by_model_version:
+            typer.echo(f"  {version:<20} {n}{_version_note(version)}")
+        typer.echo(f"runs       {s.runs}\ncost models {s.cost_models}")
+        if s.stale():
+            typer.echo(f"{s.stale()} stale record(s) are kept but not used for lookup; "
+                       "`pypto db prune --stale` deletes them")
+
+
+@db_app.command("list")
+def list_(db: DbOpt = None,
+          limit: Annotated[int, typer.Option(help="At most this many rows.")] = 100) -> None:
+    """One line per workload, target and model version: records and best cycles."""
+    with _store(db) as store:
+        rows = store.summary()
+        if not rows:
+            typer.echo(f"{_where(store)}: no records")
+            return
+        typer.echo(f"{'workload':<14}{'target':<12}{'ok/all':>10}{'best cycles':>13}  "
+                   "model version / workload")
+        for row in rows[:limit]:
+            best = f"{row.best_cycles:,}" if row.best_cycles is not None else "-"
+            typer.echo(f"{row.workload.key[:12]:<14}{row.target_name:<12}"
+                       f"{f'{row.ok}/{row.records}':>10}{best:>13}  {row.model_version}"
+                       f"{_version_note(row.model_version)}  {row.workload.describe()}")
+        if len(rows) > limit:
+            typer.echo(f"... {len(rows) - limit} more (--limit)")
+
+
+@db_app.command()
+def show(key: KeyArg, db: DbOpt = None,
+         limit: Annotated[int, typer.Option(help="Records shown per target and model "
+                                                 "version.")] = 10) -> None:
+    """A workload: its spec and its records, fewest cycles first."""
+    with _store(db) as store:
+        wl = store.workload(key)
+        typer.echo(f"workload   {wl.key}\nfamily key {wl.family_key}\n{wl.describe()}\n"
+                   f"flops      {wl.flops:,}\nsizes      {list(wl.sizes)}")
+        shown: dict[tuple[str, str], int] = {}
+        for r in store.iter_records(workload_key=wl.key):
+            group = (r.target_key, r.model_version)
+            if group not in shown:
+                typer.echo(f"\n{r.target_name} ({r.target_key[:12]}), model "
+                           f"{r.model_version}{_version_note(r.model_version)}:")
+                shown[group] = 0
+            shown[group] += 1
+            if shown[group] <= limit:
+                result = f"{r.cycles:>12,} cycles" if r.cycles is not None else \
+                    f"{r.status:>19}"
+                error = f"  ({r.error})" if r.error else ""
+                typer.echo(f"  {result}  {r.source:<6} {r.schedule.to_json()}{error}")
+        if not shown:
+            typer.echo("no records")
+
+
+@db_app.command()
+def best(key: KeyArg, db: DbOpt = None,
+         target: Annotated[str | None, typer.Option(help="Only this target.")] = None) -> None:
+    """The best schedule of a workload per target (current model version), as JSON."""
+    with _store(db) as store:
+        wl = store.workload(key)
+        found = False
+        for t in store.targets():
+            if target is not None and t.name != target:
+                continue
+            r = store.best(wl.key, t.key)
+            if r is not None:
+                found = True
+                typer.echo(f"{t.name}\t{r.cycles}\t{r.schedule.to_json()}")
+        if not found:
+            where = f" on {target}" if target else ""
+            raise _fail(f"workload {wl.key[:12]} has no ok record{where} for model version "
+                        f"{_current()}")
+
+
+@db_app.command("export")
+def export(file: FileArg, db: DbOpt = None) -> None:
+    """Write every record as JSON lines (shareable through git)."""
+    with _store(db) as store:
+        count = store.export_jsonl(file)
+        typer.echo(f"exported {count} record(s) from {_where(store)} to {file}")
+
+
+@db_app.command("import")
+def import_(file: FileArg, db: DbOpt = None,
+            skip_bad: Annotated[bool, typer.Option(
+                "--skip-bad", help="Import the good lines of a file with malformed ones "
+                                   "(default: reject the whole file).")] = False) -> None:
+    """Add the records of a JSON-lines file (importing twice adds nothing)."""
+    with _store(db) as store:
+        report = store.import_jsonl(file, skip_bad=skip_bad)
+        typer.echo(f"{report.describe()} (into {_where(store)})")
+
+
+@db_app.command()
+def prune(db: DbOpt = None,
+          stale: Annotated[bool, typer.Option(
+              "--stale", help="Delete records of other timing-model versions.")] = False
+          ) -> None:
+    """Delete records that lookups no longer use."""
+    if not stale:
+        raise _fail("say what to prune: --stale deletes records measured by another "
+                    "timing-model version")
+    with _store(db) as store:
+        count = store.prune_stale()
+        typer.echo(f"deleted {count} stale record(s) (model versions other than "
+                   f"{_current()})")
+
+
+@db_app.command()
+def upgrade(db: DbOpt = None) -> None:
+    """Migrate the database's schema to this PyPTO's (Alembic)."""
+    from pypto.db.location import display_url, resolve_url
+    from pypto.db.migrate import upgrade as run_upgrade
+
+    try:
+        before, after = run_upgrade(db)
+    except PyptoError as e:
+        raise _fail(str(e)) from None
+    where = display_url(resolve_url(db))
+    if before == after:
+        typer.echo(f"{where}: schema revision {after}, up to date")
+    else:
+        typer.echo(f"{where}: schema revision {before or 'none'} -> {after}")

@@ -1,0 +1,89 @@
+"""Engines for the schedule database: SQLite tuned for concurrent writers, PostgreSQL
+through psycopg 3; the schema check; database failures as ``DatabaseError``.
+
+SQLite follows SQLAlchemy's documented recipe: the driver's own transaction handling is
+switched off and ``BEGIN`` is ours, ``BEGIN IMMEDIATE`` for writes, so a second writer
+waits (busy timeout) instead of failing when it upgrades a read lock; WAL lets readers
+run beside the writer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, select
+
+from pypto.db import models as m
+from pypto.db.location import sqlite_path
+from pypto.errors import DatabaseError
+
+BUSY_TIMEOUT_MS = 60_000
+ADVISORY_LOCK = 0x7079_7074_6F  # "pypto": serializes schema creation on PostgreSQL
+
+
+def schema_state(conn: Connection, display: str) -> str:
+    """``ready`` (our schema, this revision), ``missing`` (none of our tables), or a
+    ``DatabaseError`` saying what is wrong."""
+    names = {n for n in inspect(conn).get_table_names() if n.startswith(m.PREFIX)}
+    if not names:
+        return "missing"
+    if m.VERSION_TABLE not in names:
+        raise DatabaseError(f"database {display} has PyPTO tables ({', '.join(sorted(names))}) "
+                            f"but no {m.VERSION_TABLE}: it was not made by PyPTO; PyPTO will "
+                            "not touch it (use another database, or move it away)")
+    versions = conn.execute(select(m.Base.metadata.tables[m.VERSION_TABLE].c.version_num)
+                            ).scalars().all()
+    if versions != [m.SCHEMA_REVISION]:
+        found = ", ".join(versions) or "none"
+        raise DatabaseError(f"database {display} has schema revision {found}; this PyPTO uses "
+                            f"revision {m.SCHEMA_REVISION}. Run `pypto db upgrade` if it is "
+                            "older, or upgrade PyPTO if it is newer")
+    missing = sorted(set(m.Base.metadata.tables) - names)
+    if missing:
+        raise DatabaseError(f"database {display} lacks the tables {', '.join(missing)} of "
+                            f"schema revision {m.SCHEMA_REVISION}; it is damaged")
+    return "ready"
+
+
+def make_engine(url: str, dialect: str) -> Engine:
+    if dialect == "postgresql":
+        return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 10})
+    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        # Switch off the driver's own BEGIN handling; ``_begin`` issues ours.
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        if sqlite_path(url) is not None:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        write = conn.get_execution_options().get("pypto_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    return engine
+
+
+def database_error(display: str, e: BaseException) -> DatabaseError:
+    orig = getattr(e, "orig", None) or e
+    text = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+    low = text.lower()
+    if "file is not a database" in low or "malformed" in low:
+        return DatabaseError(f"{display} is not a PyPTO database (SQLite says: {text}); PyPTO "
+                             "will not overwrite it: move it away, or choose another database "
+                             "with --db or PYPTO_DB")
+    if "unable to open database file" in low:
+        return DatabaseError(f"cannot open database {display} (SQLite says: {text}); check the "
+                             "path and its permissions")
+    if "connection" in low or "could not translate host" in low or "timeout expired" in low:
+        return DatabaseError(f"cannot connect to database {display}: {text}")
+    if "locked" in low:
+        return DatabaseError(f"database {display} stayed locked by another process for "
+                             f"{BUSY_TIMEOUT_MS // 1000} s: {text}")
+    return DatabaseError(f"database {display}: {type(orig).__name__}: {text}")

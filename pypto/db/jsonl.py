@@ -1,0 +1,202 @@
+"""Records as JSON lines: how tuning logs travel (through git, between databases).
+
+One record per line, self-contained: the workload's canonical spec (its key is the
+sha256 of that spec, checked on import), the target's name and key, the schedule, the
+cycles or the error, the status and the timing-model version. No code, no pickles.
+
+    {"version": 1, "workload": {"key": ..., "spec": {...}}, "target": {"name": ...,
+     "key": ...}, "schedule": {...}, "status": "ok", "cycles": 34044,
+     "model_version": "sim-2026.12.1", ...}
+
+Import validates every line before it stores anything; a file with a bad line is
+rejected whole (naming each bad line) unless ``skip_bad`` is given.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pypto.db.records import STATUSES, Record, TargetInfo, WorkloadInfo
+from pypto.errors import DatabaseError, LogFormatError, ScheduleError
+from pypto.schedule_space.schedule import Schedule
+
+if TYPE_CHECKING:
+    from pypto.db.store import ScheduleStore
+
+FORMAT_VERSION = 1
+MAX_LISTED = 10  # bad lines named in an error message
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    path: str
+    lines: int                               # non-blank lines read
+    added: int                               # records new to the database
+    present: int                             # good records it already had
+    skipped: tuple[tuple[int, str], ...]     # (line number, reason) of bad lines skipped
+
+    def describe(self) -> str:
+        text = (f"{self.path}: {self.lines} line(s), {self.added} record(s) added, "
+                f"{self.present} already present")
+        if self.skipped:
+            text += (f"; skipped {len(self.skipped)} bad line(s) (--skip-bad): "
+                     + _list(list(self.skipped)))
+        return text
+
+
+def record_to_json(record: Record, workload: WorkloadInfo) -> dict[str, Any]:
+    return {
+        "version": FORMAT_VERSION,
+        "workload": {"key": workload.key, "family": workload.family,
+                     "family_key": workload.family_key, "flops": workload.flops,
+                     "spec": json.loads(workload.spec)},
+        "target": {"name": record.target_name, "key": record.target_key},
+        "schedule": dict(record.schedule),
+        "schedule_key": record.schedule_key,
+        "status": record.status,
+        "cycles": record.cycles,
+        "error": record.error,
+        "model_version": record.model_version,
+        "pypto_version": record.pypto_version,
+        "source": record.source,
+        "created_at": record.created_at.isoformat() if record.created_at else None,
+    }
+
+
+def export_records(store: ScheduleStore, path: Path) -> int:
+    """Write every record of ``store`` to ``path`` (atomically: a temporary file renamed),
+    grouped by workload, target and model version, fewest cycles first."""
+    infos = {w.key: w for w in store.workloads()}
+    count = 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            for record in store.iter_records():
+                line = record_to_json(record, infos[record.workload_key])
+                out.write(json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n")
+                count += 1
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return count
+
+
+def parse_line(text: str, cache: dict[str, WorkloadInfo] | None = None
+               ) -> tuple[Record, WorkloadInfo, TargetInfo]:
+    """One line's record, workload and target; ``ValueError`` saying what is wrong."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    version = obj.get("version")
+    if version is None:
+        raise ValueError("no 'version' field")
+    if version != FORMAT_VERSION:
+        raise ValueError(f"format version {version!r}; this PyPTO reads version "
+                         f"{FORMAT_VERSION} (upgrade PyPTO for newer logs)")
+    wl_obj, tgt_obj = _field(obj, "workload", dict), _field(obj, "target", dict)
+    key, spec = _field(wl_obj, "key", str, "workload."), _field(wl_obj, "spec", dict, "workload.")
+    workload = (cache or {}).get(key)
+    if workload is None:
+        try:
+            workload = WorkloadInfo.from_spec(spec, key)
+        except ValueError as e:
+            raise ValueError(f"workload: {e}") from None
+        if cache is not None:
+            cache[key] = workload
+    target_key = _field(tgt_obj, "key", str, "target.")
+    if len(target_key) != 64 or any(c not in "0123456789abcdef" for c in target_key):
+        raise ValueError(f"target.key {target_key!r} is not a sha256 hex digest")
+    target = _target(_field(tgt_obj, "name", str, "target."), target_key)
+    try:
+        schedule = Schedule(_field(obj, "schedule", dict))
+    except ScheduleError as e:
+        raise ValueError(str(e)) from None
+    given_key = obj.get("schedule_key")
+    if given_key is not None and given_key != schedule.key:
+        raise ValueError("schedule_key does not match the schedule")
+    status = _field(obj, "status", str)
+    if status not in STATUSES:
+        raise ValueError(f"status {status!r} must be one of {', '.join(STATUSES)}")
+    cycles = obj.get("cycles")
+    error = obj.get("error")
+    if error is not None and not isinstance(error, str):
+        raise ValueError("error must be a string or null")
+    try:
+        record = Record(key, target_key, schedule, cycles=cycles, status=status, error=error,
+                        model_version=_field(obj, "model_version", str),
+                        source="import", pypto_version=str(obj.get("pypto_version") or "?"),
+                        target_name=target.name)
+    except ValueError as e:
+        raise ValueError(str(e)) from None
+    return record, workload, target
+
+
+def import_records(store: ScheduleStore, path: Path, *, skip_bad: bool = False) -> ImportReport:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise DatabaseError(f"cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise LogFormatError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start}); "
+                             "nothing imported", []) from None
+    good: list[tuple[Record, WorkloadInfo, TargetInfo]] = []
+    bad: list[tuple[int, str]] = []
+    cache: dict[str, WorkloadInfo] = {}
+    lines = 0
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        lines += 1
+        try:
+            good.append(parse_line(line, cache))
+        except ValueError as e:
+            bad.append((number, str(e)))
+    if bad and not skip_bad:
+        raise LogFormatError(f"{path}: {len(bad)} malformed line(s), nothing imported: "
+                             f"{_list(bad)}. Fix them, or pass --skip-bad to import the "
+                             f"{len(good)} good line(s)", bad)
+    added = store.add_records([g[0] for g in good],
+                              workloads={g[1].key: g[1] for g in good}.values(),
+                              targets={g[2].key: g[2] for g in good}.values())
+    unique = len({(r.workload_key, r.target_key, r.schedule_key, r.model_version)
+                  for r, _, _ in good})
+    return ImportReport(str(path), lines, added, unique - added, tuple(bad))
+
+
+def _field(obj: dict[str, Any], name: str, kind: type, where: str = "") -> Any:
+    if name not in obj:
+        raise ValueError(f"no '{where}{name}' field")
+    value = obj[name]
+    if not isinstance(value, kind):
+        raise ValueError(f"'{where}{name}' must be a {kind.__name__}, got "
+                         f"{type(value).__name__}")
+    return value
+
+
+@functools.cache
+def _target(name: str, key: str) -> TargetInfo:
+    """The target's full descriptor when this PyPTO knows it under that key."""
+    from pypto.targets import available_targets, load_target
+
+    if name in available_targets():
+        known = load_target(name)
+        if known.key == key:
+            return TargetInfo.of(known)
+    return TargetInfo(name, key, None)
+
+
+def _list(problems: list[tuple[int, str]]) -> str:
+    shown = "; ".join(f"line {n}: {why}" for n, why in problems[:MAX_LISTED])
+    more = len(problems) - MAX_LISTED
+    return shown + (f"; and {more} more" if more > 0 else "")

@@ -1,0 +1,1 @@
+"""Alembic migrations of the schedule database (version table ``pypto_alembic_version``)."""

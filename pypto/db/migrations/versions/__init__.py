@@ -1,0 +1,1 @@
+"""One module per schema revision; ``pypto.db.models.SCHEMA_REVISION`` names the head."""

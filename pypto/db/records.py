@@ -1,0 +1,288 @@
+"""The plain values the schedule database stores and returns (no SQLAlchemy here).
+
+Rows never leave a store as ORM objects: they become these frozen dataclasses first, so
+callers can keep, compare and pass them across processes freely.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from pypto.ir.workload import TensorSpec, WNode, Workload
+from pypto.schedule_space.schedule import Schedule
+from pypto.sim import MODEL_VERSION
+
+if TYPE_CHECKING:
+    from pypto.targets import Target
+
+#: What became of one measurement. Only ``ok`` records carry cycles and are used for lookup.
+STATUSES = ("ok", "invalid", "error", "timeout")
+#: How a record got into the database.
+SOURCES = ("tune", "import", "manual")
+#: Run states.
+RUN_STATUSES = ("running", "done", "failed", "interrupted")
+
+
+def pypto_version() -> str:
+    from pypto import __version__
+
+    return __version__
+
+
+@dataclass(frozen=True)
+class WorkloadInfo:
+    """A workload as the database keeps it: its key, family key and canonical spec."""
+
+    key: str
+    family_key: str
+    family: str
+    spec: str                      # Workload.canonical_json(): the key is its sha256
+    flops: int
+    sizes: tuple[int, ...]         # every node's shape, flattened (nearest-shape distance)
+
+    @staticmethod
+    def of(wl: Workload) -> WorkloadInfo:
+        return WorkloadInfo(wl.key, wl.family_key, wl.family, wl.canonical_json(), wl.flops,
+                            workload_sizes(wl))
+
+    @staticmethod
+    def from_spec(spec: str | dict[str, Any], key: str | None = None) -> WorkloadInfo:
+        """Rebuild from a spec (JSON text or its dict); checks it hashes to ``key``.
+
+        Raises:
+            ValueError: the spec is not a workload, or does not hash to ``key``.
+        """
+        wl = workload_from_spec(spec)
+        if key is not None and wl.key != key:
+            raise ValueError(f"workload key {key[:12]}... does not match its spec (which hashes "
+                             f"to {wl.key[:12]}...)")
+        return WorkloadInfo.of(wl)
+
+    def workload(self) -> Workload:
+        return workload_from_spec(self.spec)
+
+    def describe(self) -> str:
+        return self.workload().describe()
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    """A target as the database keeps it: name, descriptor key, descriptor JSON if known."""
+
+    name: str
+    key: str
+    descriptor: str | None = None
+
+    @staticmethod
+    def of(target: Target) -> TargetInfo:
+        blob = json.dumps(target.to_dict(), sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=True, allow_nan=False)
+        return TargetInfo(target.name, target.key, blob)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One measured (or failed) schedule of a workload on a target.
+
+    ``cycles`` is set exactly when ``status`` is ``ok``; ``error`` says what went wrong
+    otherwise. ``model_version`` is the timing model that measured it: records of another
+    version are stale (kept, never used for lookup).
+
+    Example:
+        >>> from pypto.db import Record
+        >>> from pypto.schedule_space import Schedule
+        >>> r = Record("ab" * 32, "cd" * 32, Schedule(m1=128), cycles=1000)
+        >>> r.status, r.source
+        ('ok', 'tune')
+    """
+
+    workload_key: str
+    target_key: str
+    schedule: Schedule
+    cycles: int | None = None
+    status: str = "ok"
+    error: str | None = None
+    model_version: str = MODEL_VERSION
+    source: str = "tune"
+    pypto_version: str = field(default_factory=pypto_version)
+    target_name: str = ""
+    run_id: int | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.schedule, Schedule):
+            object.__setattr__(self, "schedule", Schedule(self.schedule))
+        if self.status not in STATUSES:
+            raise ValueError(f"record status {self.status!r} must be one of {STATUSES}")
+        if self.source not in SOURCES:
+            raise ValueError(f"record source {self.source!r} must be one of {SOURCES}")
+        if self.status == "ok":
+            if isinstance(self.cycles, bool) or not isinstance(self.cycles, int) \
+                    or self.cycles <= 0:
+                raise ValueError(f"an ok record needs cycles as a positive int, got "
+                                 f"{self.cycles!r}")
+        elif self.cycles is not None:
+            raise ValueError(f"a {self.status} record has no cycles (got {self.cycles!r})")
+
+    @property
+    def schedule_key(self) -> str:
+        return self.schedule.key
+
+    @staticmethod
+    def measured(wl: Workload, target: Target, schedule: Schedule, *, cycles: int | None = None,
+                 status: str = "ok", error: str | None = None, source: str = "tune",
+                 run_id: int | None = None, model_version: str = MODEL_VERSION) -> Record:
+        """A record for ``schedule`` of ``wl`` on ``target`` (current model version)."""
+        return Record(wl.key, target.key, schedule, cycles, status, error, model_version,
+                      source, pypto_version(), target.name, run_id)
+
+
+@dataclass(frozen=True)
+class Neighbor:
+    """The best record of a tuned workload of the same family, and how far its shape is."""
+
+    distance: float
+    workload: WorkloadInfo
+    record: Record
+
+
+@dataclass(frozen=True)
+class Run:
+    """One tuning run (a ``pypto tune`` invocation, or one workload of it)."""
+
+    id: int
+    strategy: str
+    status: str
+    trials_asked: int
+    trials_done: int
+    best_cycles: int | None
+    command: str
+    host: str
+    workload_key: str | None
+    target_key: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class CostModelBlob:
+    """A saved cost model: XGBoost's own JSON or UBJ bytes (never a pickle), per target,
+    op family and timing-model version."""
+
+    target_key: str
+    family: str
+    blob: bytes
+    format: str                # "json" or "ubj"
+    metrics: str               # JSON text
+    samples: int
+    model_version: str = MODEL_VERSION
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Records of one workload on one target under one model version."""
+
+    workload: WorkloadInfo
+    target_name: str
+    target_key: str
+    model_version: str
+    records: int
+    ok: int
+    best_cycles: int | None
+
+
+@dataclass(frozen=True)
+class Stats:
+    url: str
+    exists: bool
+    workloads: int = 0
+    targets: int = 0
+    records: int = 0
+    runs: int = 0
+    cost_models: int = 0
+    by_status: tuple[tuple[str, int], ...] = ()
+    by_model_version: tuple[tuple[str, int], ...] = ()
+
+    def stale(self, model_version: str = MODEL_VERSION) -> int:
+        return sum(n for v, n in self.by_model_version if v != model_version)
+
+
+# -- workload specs -----------------------------------------------------------------------
+
+
+def workload_sizes(wl: Workload) -> tuple[int, ...]:
+    """Every node's shape, flattened: equal length within a family (same ops, same ranks)."""
+    return tuple(int(d) for n in wl.nodes for d in n.shape)
+
+
+def log_distance(a: tuple[int, ...], b: tuple[int, ...]) -> float:
+    """Euclidean distance between two size vectors on a log2 scale (inf if they differ in
+    length): 1000 is closer to 1024 than 512 is."""
+    if len(a) != len(b):
+        return math.inf
+    return math.sqrt(sum((math.log2(max(x, 1)) - math.log2(max(y, 1))) ** 2
+                         for x, y in zip(a, b)))
+
+
+def log_distances(query: Sequence[int], candidates: Any) -> list[float]:
+    """``log_distance`` from ``query`` to each candidate (a list of size lists, or a 2-D
+    array of them), vectorized."""
+    import numpy as np
+
+    q = np.log2(np.maximum(np.asarray(query, dtype=np.float64), 1.0))
+    if isinstance(candidates, np.ndarray) and candidates.ndim == 2 \
+            and candidates.shape[1] == len(query):
+        c = np.log2(np.maximum(candidates, 1.0))
+        return np.sqrt(((c - q) ** 2).sum(axis=1)).tolist()
+    out = [math.inf] * len(candidates)
+    same = [i for i, c in enumerate(candidates) if len(c) == len(query)]
+    if same:
+        c = np.log2(np.maximum(np.asarray([candidates[i] for i in same], dtype=np.float64), 1.0))
+        for i, d in zip(same, np.sqrt(((c - q) ** 2).sum(axis=1)).tolist()):
+            out[i] = d
+    return out
+
+
+def workload_from_spec(spec: str | dict[str, Any]) -> Workload:
+    """The ``Workload`` whose ``to_json()`` is ``spec`` (the inverse of canonical JSON).
+
+    Raises:
+        ValueError: ``spec`` is not the JSON of a workload.
+    """
+    try:
+        data = json.loads(spec) if isinstance(spec, str) else spec
+        inputs = tuple(TensorSpec(tuple(int(d) for d in i["shape"]), str(i["dtype"]),
+                                  str(i["layout"])) for i in data["inputs"])
+        nodes = tuple(WNode(str(n["op"]), tuple(int(a) for a in n["args"]), _attrs(n["attrs"]),
+                            tuple(int(d) for d in n["shape"]), str(n["dtype"]))
+                      for n in data["nodes"])
+        return Workload(str(data["family"]), inputs, nodes,
+                        tuple(int(o) for o in data["outputs"]), _attrs(data["attrs"]))
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise ValueError(f"not a workload spec ({type(e).__name__}: {e})") from None
+
+
+def _attrs(d: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple((str(k), _uncanon(v)) for k, v in sorted(d.items()))
+
+
+def _uncanon(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"float"}:
+            return float.fromhex(value["float"])
+        raise ValueError(f"attribute value {value!r} is not canonical")
+    if isinstance(value, list):
+        return tuple(_uncanon(v) for v in value)
+    return value
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -1,0 +1,166 @@
+"""``pypto db ...`` through Typer's CliRunner, and once as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import pypto
+from pypto.cli import app
+from pypto.db import Record, lookup, open_store
+from pypto.sim import MODEL_VERSION
+
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def no_env(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("PYPTO_DB", raising=False)
+    lookup.reset()
+    yield
+    lookup.reset()
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    k = pypto.kernel(lambda a, b: pypto.matmul(a, b))
+    return k.lower(pypto.spec((128, 96), "float16"), pypto.spec((96, 64), "float16"))
+
+
+@pytest.fixture
+def db(tmp_path: Path, compiled) -> str:
+    """A database with three current records (one failed) and one stale record."""
+    path = str(tmp_path / "db" / "pypto.db")
+    wl, target, s = compiled.workloads[0], compiled.target, compiled.schedules[0]
+    with open_store(path) as store:
+        store.add(wl, target, [
+            Record.measured(wl, target, s, cycles=5000),
+            Record.measured(wl, target, s.replace(l1_depth=1), cycles=4000),
+            Record.measured(wl, target, s.replace(l0_depth=1), status="error", error="boom"),
+            Record.measured(wl, target, s.replace(l0_depth=3), cycles=10,
+                            model_version="sim-0.old"),
+        ])
+    return path
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def test_stats_without_a_database_creates_none(tmp_path: Path) -> None:
+    path = tmp_path / "none" / "pypto.db"
+    result = invoke("db", "stats", "--db", str(path))
+    assert result.exit_code == 0 and "no database yet" in result.output
+    assert not path.parent.exists()
+
+
+def test_stats_list_show_best(db: str, compiled) -> None:
+    key = compiled.workloads[0].key
+    stats = invoke("db", "stats", "--db", db)
+    assert stats.exit_code == 0, stats.output
+    assert "records    4" in stats.output and "1 stale record(s)" in stats.output
+    listed = invoke("db", "list", "--db", db)
+    assert listed.exit_code == 0 and key[:12] in listed.output
+    assert "2/3" in listed.output and "4,000" in listed.output and "(stale)" in listed.output
+    shown = invoke("db", "show", key[:8], "--db", db)
+    assert shown.exit_code == 0 and key in shown.output
+    assert shown.output.index("4,000 cycles") < shown.output.index("5,000 cycles")
+    assert "boom" in shown.output
+    best = invoke("db", "best", key[:8], "--db", db)
+    assert best.exit_code == 0
+    name, cycles, schedule = best.output.strip().split("\t")
+    assert (name, cycles) == ("ascend910b", "4000")
+    assert json.loads(schedule)["l1_depth"] == 1
+
+
+def test_export_import_round_trip_and_idempotence(db: str, tmp_path: Path) -> None:
+    log = tmp_path / "logs" / "records.jsonl"
+    result = invoke("db", "export", str(log), "--db", db)
+    assert result.exit_code == 0 and "exported 4 record(s)" in result.output
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert {line["version"] for line in lines} == {1}
+    assert all(line["workload"]["spec"] and line["target"]["name"] == "ascend910b"
+               for line in lines)
+    fresh = str(tmp_path / "fresh.db")
+    first = invoke("db", "import", str(log), "--db", fresh)
+    assert first.exit_code == 0 and "4 record(s) added" in first.output
+    again = invoke("db", "import", str(log), "--db", fresh)
+    assert again.exit_code == 0 and "0 record(s) added, 4 already present" in again.output
+    with open_store(fresh) as store:
+        assert store.stats().records == 4
+
+
+def test_import_rejects_a_malformed_file_naming_its_lines(db: str, tmp_path: Path) -> None:
+    log = tmp_path / "records.jsonl"
+    assert invoke("db", "export", str(log), "--db", db).exit_code == 0
+    lines = log.read_text().splitlines()
+    broken = json.loads(lines[1])
+    broken["cycles"] = "fast"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([lines[0], json.dumps(broken), lines[2], "[1, 2]"]) + "\n")
+    fresh = str(tmp_path / "fresh.db")
+    result = invoke("db", "import", str(bad), "--db", fresh)
+    assert result.exit_code == 1
+    assert "line 2:" in result.output and "line 4:" in result.output
+    assert "nothing imported" in result.output and "--skip-bad" in result.output
+    assert "Traceback" not in result.output
+    assert "no database yet" in invoke("db", "stats", "--db", fresh).output
+    skipped = invoke("db", "import", str(bad), "--db", fresh, "--skip-bad")
+    assert skipped.exit_code == 0, skipped.output
+    assert "2 record(s) added" in skipped.output
+    assert "skipped 2 bad line(s) (--skip-bad)" in skipped.output
+
+
+def test_prune_stale(db: str) -> None:
+    refused = invoke("db", "prune", "--db", db)
+    assert refused.exit_code == 1 and "--stale" in refused.output
+    result = invoke("db", "prune", "--stale", "--db", db)
+    assert result.exit_code == 0 and "deleted 1 stale record(s)" in result.output
+    with open_store(db) as store:
+        assert {r.model_version for r in store.records()} == {MODEL_VERSION}
+
+
+def test_upgrade(tmp_path: Path, db: str) -> None:
+    result = invoke("db", "upgrade", "--db", db)
+    assert result.exit_code == 0 and "up to date" in result.output
+    new = invoke("db", "upgrade", "--db", str(tmp_path / "new.db"))
+    assert new.exit_code == 0 and "none -> 0001" in new.output
+
+
+def test_user_errors_are_one_line(tmp_path: Path, db: str) -> None:
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"\x00\x01garbage" * 50)
+    cases = [
+        ("db", "stats", "--db", str(garbage)),
+        ("db", "show", "ffffffff", "--db", db),
+        ("db", "best", "ffffffff", "--db", db),
+        ("db", "import", str(tmp_path / "missing.jsonl"), "--db", db),
+        ("db", "list", "--db", "mysql://u@h/x"),
+    ]
+    for args in cases:
+        result = invoke(*args)
+        assert result.exit_code == 1, (args, result.output)
+        assert result.output.startswith("error: ") and result.output.count("\n") == 1, \
+            (args, result.output)
+        assert "Traceback" not in result.output
+    assert garbage.read_bytes() == b"\x00\x01garbage" * 50
+
+
+def test_a_real_subprocess(tmp_path: Path, db: str) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"version": 1}\n')
+    run = [sys.executable, "-m", "pypto.cli", "db"]
+    out = subprocess.run(run + ["import", str(bad), "--db", db], capture_output=True,
+                         text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 1
+    assert out.stderr.startswith("error: ") and "line 1" in out.stderr
+    assert "Traceback" not in out.stderr
+    ok = subprocess.run(run + ["stats", "--db", db], capture_output=True, text=True,
+                        timeout=120, cwd=ROOT)
+    assert ok.returncode == 0 and "records    4" in ok.stdout
