@@ -1,0 +1,136 @@
+"""``pypto tune``: capture the workloads of a script, tune each, print the outcome.
+
+Kept apart from ``pypto.cli`` so that the command line module stays thin; Rich and
+Optuna load only here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pypto.tuner import TuneError
+
+
+def _open_store(db: str | None) -> Any:
+    from pypto.db import open_store, resolve_url
+    from pypto.db.location import display_url, sqlite_path
+    from pypto.errors import DatabaseError
+
+    url = resolve_url(db)
+    path = sqlite_path(url)
+    if path is not None and not path.parent.is_dir():
+        raise TuneError(f"cannot use database {display_url(url)}: directory {path.parent} "
+                        "does not exist")
+    store = open_store(url)
+    try:
+        store.stats()
+    except DatabaseError as e:
+        raise TuneError(f"cannot use database {display_url(url)}: {e}") from None
+    return store, url
+
+
+def _fmt_us(task: Any, cycles: int | None) -> str:
+    return "-" if cycles is None else f"{task.us(cycles):,.2f}"
+
+
+def run_tune(file: Path, *, kernels: list[str] | None, target: str | None, trials: int,
+             strategy: str, db: str | None, timeout: float | None,
+             early_stopping: int | None, seed: int | None,
+             capture: Callable[..., list[Any]]) -> int:
+    """The ``tune`` command; returns the exit code. Raises ``PyptoError`` for bad input."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from pypto.db.location import display_url
+    from pypto.tuner.loop import tune_task
+    from pypto.tuner.strategies import get_strategy
+    from pypto.tuner.tasks import extract_tasks
+
+    get_strategy(strategy, seed)          # unknown name or missing dependency: fail now
+    if target is not None:
+        from pypto.targets import load_target
+
+        load_target(target)
+    store, url = _open_store(db)
+    out, err = Console(), Console(stderr=True)
+    previous = os.environ.get("PYPTO_DB")
+    os.environ["PYPTO_DB"] = url
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):   # the script's own prints
+            tasks = extract_tasks(capture(file, kernels, target))
+    finally:
+        if previous is None:
+            os.environ.pop("PYPTO_DB", None)
+        else:
+            os.environ["PYPTO_DB"] = previous
+
+    table = Table(title=f"{len(tasks)} workload(s) to tune from {file}")
+    for col in ("task", "workload", "target", "space size"):
+        table.add_column(col, overflow="fold")
+    for t in tasks:
+        table.add_row(t.label, t.workload.describe().split(" ", 1)[-1], t.target.name,
+                      str(t.space.size()))
+    out.print(table)
+    err.print(f"strategy {strategy}, {trials} trials per workload, database "
+              f"{display_url(url)}" + (f", seed {seed}" if seed is not None else ""))
+
+    command = " ".join(["pypto", "tune", *sys.argv[2:]]) if sys.argv[1:2] == ["tune"] else ""
+    deadline = time.perf_counter() + timeout if timeout else None
+    results = []
+    for task in tasks:
+        with Progress(TextColumn("{task.description}"), BarColumn(),
+                      TextColumn("{task.completed}/{task.total} trials"),
+                      TextColumn("{task.fields[best]}"), TextColumn("{task.fields[rate]}"),
+                      TimeElapsedColumn(), console=err, transient=False) as progress:
+            bar = progress.add_task(task.label, total=trials, best="", rate="")
+
+            def show(res: Any, bar: Any = bar, progress: Any = progress) -> None:
+                best = ""
+                if res.best_cycles is not None:
+                    best = f"best {res.best_cycles:,} cyc ({_fmt_us(res.task, res.best_cycles)} µs)"
+                    if res.speedup:
+                        best += f" x{res.speedup:.2f} vs default"
+                progress.update(bar, completed=res.trials_total, best=best,
+                                rate=f"{res.rate:.1f} trials/s")
+
+            res = tune_task(task, store, strategy, trials, seed=seed,
+                            early_stopping=early_stopping, deadline=deadline,
+                            command=command, host=socket.gethostname(),
+                            on_start=show, on_progress=show)
+            show(res)
+        if res.status == "complete":
+            err.print(f"{task.label}: already has {res.trials_before} trials on "
+                      f"{task.target.name} (asked {trials}): nothing to do")
+        else:
+            notes = [f"{res.trials_run} measured"]
+            if res.rejected:
+                notes.append(f"{res.rejected} infeasible point(s) rejected unmeasured")
+            if res.duplicates:
+                notes.append(f"{res.duplicates} already-measured proposal(s) skipped")
+            if res.errors:
+                notes.append(f"{res.errors} failed")
+            err.print(f"{task.label}: {res.status}: " + ", ".join(notes))
+        results.append(res)
+
+    summary = Table(title="Tuning results")
+    for col in ("task", "default µs", "tuned µs", "speedup", "vs roofline", "trials",
+                "time s"):
+        summary.add_column(col, justify="left" if col == "task" else "right")
+    for res in results:
+        t = res.task
+        summary.add_row(t.label, _fmt_us(t, res.default_cycles),
+                        _fmt_us(t, res.best_cycles),
+                        f"{res.speedup:.2f}x" if res.speedup else "-",
+                        f"{res.efficiency:.0%}" if res.efficiency else "-",
+                        str(res.trials_total), f"{res.elapsed:.1f}")
+    out.print(summary)
+    return 0

@@ -1,0 +1,48 @@
+"""Tuning tasks: the distinct (workload, target) pairs a script's kernels run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pypto.frontend.compiled import Compiled
+    from pypto.ir.workload import Workload
+    from pypto.schedule_space import Space
+    from pypto.targets import Target
+
+
+@dataclass
+class Task:
+    kernel: str
+    index: int
+    workload: Workload
+    target: Target
+    space: Space
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.workload.key, self.target.key)
+
+    @property
+    def label(self) -> str:
+        return f"{self.kernel}[{self.index}]"
+
+    def us(self, cycles: float) -> float:
+        return cycles / (self.target.clock_ghz * 1e3)
+
+
+def extract_tasks(calls: list[Compiled]) -> list[Task]:
+    """One task per distinct (workload key, target key), in first-call order."""
+    from pypto.schedule_space import space_for
+
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for c in calls:
+        for i, wl in enumerate(c.workloads):
+            key = (wl.key, c.target.key)
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(Task(c.name, i, wl, c.target, space_for(wl, c.target)))
+    return out
