@@ -50,6 +50,7 @@ class Op(enum.IntEnum):
     SET_FLAG = 3    # pipe: source pipe, pipe2: destination pipe, event: id
     WAIT_FLAG = 4   # pipe: destination pipe (it blocks), pipe2: source pipe
     BARRIER = 5     # all pipes drain (PIPE_ALL)
+    SYNC_ALL = 6    # all pipes drain, then every core of the program meets here
     # vector unit: binary (d = a op b, with row/column broadcasting of a or b)
     VADD = 16
     VSUB = 17
@@ -94,6 +95,7 @@ VECTOR = BINARY | SCALAR_IMM | UNARY | REDUCE | {Op.VDUP}
 F_TRANSPOSE = 1    # COPY: the destination is the source transposed
 F_ACCUMULATE = 2   # MMAD: add into d instead of overwriting it
 F_RELU = 4         # COPY from the accumulator (FIX): apply ReLU on the way out
+F_ATOMIC = 8       # COPY to GM: add into the destination (atomic accumulate) instead of storing
 
 INSTR = np.dtype([
     ("op", "u1"), ("pipe", "u1"), ("pipe2", "u1"), ("event", "i1"),

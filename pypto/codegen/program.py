@@ -42,7 +42,7 @@ def pipe_of(op: Op, src: Mem = Mem.NONE, dst: Mem = Mem.NONE) -> Pipe:
             raise ValueError(f"no copy path from {src.name} to {dst.name}") from None
     if op == Op.MMAD:
         return Pipe.CUBE
-    if op in (Op.BARRIER, Op.NOP):
+    if op in (Op.BARRIER, Op.SYNC_ALL, Op.NOP):
         return Pipe.SCALAR
     return Pipe.VEC
 
