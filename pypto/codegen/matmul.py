@@ -1,5 +1,13 @@
 """Lowering of matmul workloads: blocks of the output over cores, K streamed through
-L1 and L0, MMADs accumulating in L0C, then a drain to GM (or to UB for an epilogue)."""
+L1 and L0, MMADs accumulating in L0C, then a drain to GM (or to UB for an epilogue).
+
+Split-K (``split_k`` > 1) cuts K into that many parts; a work unit is one part of one
+output block, and the cores take units round robin. Every core first clears its share
+of the output (a zero tile in UB copied out), all cores meet at ``SYNC_ALL``, then each
+unit's partial sum drains into GM with an atomic add (``F_ATOMIC``), as AscendC's
+``SetAtomicAdd`` does. The partials add in the output dtype, so split-K is for matmuls
+whose output is the product itself (no fused epilogue).
+"""
 
 from __future__ import annotations
 
@@ -7,13 +15,14 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from pypto.codegen.isa import F_ACCUMULATE, F_RELU, F_TRANSPOSE, Mem, Op
+from pypto.codegen.isa import F_ACCUMULATE, F_ATOMIC, F_RELU, F_TRANSPOSE, Mem, Op
 from pypto.codegen.place import Arenas, Slots
 from pypto.codegen.program import Operand, StreamBuilder
 from pypto.codegen.vector_chain import ChainEmitter, Tile
 from pypto.frontend.dtypes import BY_NAME
 from pypto.ir.workload import Workload
-from pypto.schedule_space.matmul import ACC_DTYPE, epilogue_chain, shape_of
+from pypto.schedule_space.matmul import ACC_DTYPE, epilogue_chain, k_parts, shape_of,\
+    zero_tile_elements
 from pypto.schedule_space.schedule import Schedule
 from pypto.targets import Target
 
@@ -43,21 +52,29 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     mblocks, nblocks = math.ceil(sh.m / m1), math.ceil(sh.n / n1)
     blocks = block_order(batch_n, mblocks, nblocks, s.get("block_order", "mn"),
                          s.get("swizzle", 1))
+    parts = k_parts(sh.k, k1, s.get("split_k", 1))
     ctx = _Ctx(sh, wl, mm_i, in_dt, acc_dt, out_dt, isz, m1, n1, k1, k0, a_l1, b_l1, l0a, l0b,
-               l0c, emitter, gm_in, gm_out, wl.outputs[0] if fix_relu else None)
+               l0c, emitter, gm_in, gm_out, wl.outputs[0] if fix_relu else None, len(parts) > 1)
+    units = [(blk, part) for blk in blocks for part in parts]
+    zero, tile = None, zero_tile_elements(out_dt.itemsize, target)
+    if len(parts) > 1:
+        zero = arenas.role("vector").alloc(tile * out_dt.itemsize, 1)
     streams = []
     for core in range(s["cores"]):
         chunks = []
-        for blk_ctr, (b, mb, nb) in enumerate(blocks[core::s["cores"]]):
-            ks = list(range(0, sh.k, k1))
+        for blk_ctr, ((b, mb, nb), (k_lo, k_hi)) in enumerate(units[core::s["cores"]]):
+            ks = list(range(k_lo, k_hi, k1))
             for j, k_at in enumerate(ks):
-                chunks.append(_Chunk(blk_ctr, b, mb * m1, nb * n1, k_at, min(k1, sh.k - k_at),
+                chunks.append(_Chunk(blk_ctr, b, mb * m1, nb * n1, k_at, min(k1, k_hi - k_at),
                                      len(chunks), j == 0, j == len(ks) - 1))
         # Software pipelining: the loads of chunk j + depth - 1 are issued before the
         # compute of chunk j, so the scalar unit never sits behind compute that waits for
         # data while the next loads are not yet issued.
         ahead = s["l1_depth"] - 1
         sb = StreamBuilder()
+        if zero is not None:
+            clear_output(sb, zero, tile, core, s["cores"], batch_n * sh.m * sh.n, out_dt,
+                         gm_out[mm_i])
         l0_ctr = 0
         for j, chunk in enumerate(chunks):
             first_load = 0 if j == 0 else j + ahead
@@ -105,6 +122,7 @@ class _Ctx:
     gm_in: dict[int, int]
     gm_out: dict[int, int]
     fix_relu_output: int | None = None  # the ReLU chain's output node, applied by FIX
+    atomic: bool = False                # split-K: partial sums add into GM
 
     def extents(self, c: _Chunk) -> tuple[int, int]:
         return min(self.m1, self.sh.m - c.m_at), min(self.n1, self.sh.n - c.n_at)
@@ -176,8 +194,9 @@ class _Ctx:
             node = self.mm_i if self.fix_relu_output is None else self.fix_relu_output
             out = Operand(Mem.GM, r0 * self.sh.n + c.n_at, mcur, ncur, self.sh.n, 1,
                           gm=self.gm_out[node])
-            sb.emit(Op.COPY, out, c_op, dtype=self.out_dt, sdtype=self.acc_dt,
-                    flags=0 if self.fix_relu_output is None else F_RELU)
+            flags = (0 if self.fix_relu_output is None else F_RELU) | (
+                F_ATOMIC if self.atomic else 0)
+            sb.emit(Op.COPY, out, c_op, dtype=self.out_dt, sdtype=self.acc_dt, flags=flags)
             return
         tile = Tile(r0, mcur, c.n_at, ncur)
         sb.emit(Op.COPY, self.emitter.operand(self.mm_i, tile, c.blk), c_op, dtype=self.out_dt,
@@ -186,6 +205,23 @@ class _Ctx:
             self.emitter.store(sb, self.mm_i, tile, c.blk)
         self.emitter.emit_tile(sb, tile, [(c.n_at, ncur)], c.blk, c.blk,
                                preset=frozenset({self.mm_i}))
+
+
+def clear_output(sb: StreamBuilder, zero: Slots, tile: int, core: int, cores: int,
+                 elements: int, out_dt: Any, out_sym: int) -> None:
+    """This core's share of zeroing the (contiguous) output before split-K's atomic
+    adds: one zero tile written by the vector unit, copied out tile by tile (tiles
+    round robin over cores), then ``SYNC_ALL`` so that no core adds into uncleared
+    memory."""
+    starts = range(core * tile, elements, cores * tile)
+    if starts:
+        sb.emit(Op.VDUP, Operand(zero.mem, zero.addr(0), 1, min(tile, elements), tile),
+                dtype=out_dt, imm=0.0)
+    for at in starts:
+        n = min(tile, elements - at)
+        sb.emit(Op.COPY, Operand(Mem.GM, at, 1, n, n, 1, gm=out_sym),
+                Operand(zero.mem, zero.addr(0), 1, n, tile), dtype=out_dt)
+    sb.emit(Op.SYNC_ALL)
 
 
 def block_order(batch: int, mblocks: int, nblocks: int, order: str,

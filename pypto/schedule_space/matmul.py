@@ -4,7 +4,9 @@ footprints per memory level, the default tiling heuristic and validation.
 Knobs: ``m1 x n1`` is the output block held in the accumulator (L0C) and reduced over
 all of K; ``k1`` is the K extent of one L1 load of A and B; ``k0`` the K extent of one
 L0A/L0B tile (one MMAD); ``l1_depth``, ``l0_depth``, ``l0c_depth``, ``ub_depth`` are the
-buffer counts per level (2 = ping-pong); ``cores`` how many cube cores share the blocks.
+buffer counts per level (2 = ping-pong); ``cores`` how many cube cores share the blocks;
+``split_k`` cuts K into that many parts, so that more cores can work on few output
+blocks (the parts' partial sums add atomically in GM after the output is cleared).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ if TYPE_CHECKING:
 
 CORE_GRID = (1, 2, 4, 6, 8, 12, 16, 20, 24, 32, 40, 48)
 KNOBS = ("m1", "n1", "k1", "k0", "l1_depth", "l0_depth", "l0c_depth", "ub_depth", "cores",
-         "block_order", "swizzle")
+         "block_order", "swizzle", "split_k")
+SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
+ZERO_TILE_BYTES = 16384  # split-K: the zero tile in UB that clears the output
 ACC_DTYPE = {"float16": "float32", "float32": "float32", "int8": "int32"}
 
 
@@ -62,6 +66,40 @@ def epilogue_chain(wl: Workload) -> vector.Chain | None:
     return vector.analyze(wl, space=wl.nodes[mm_index].shape, skip=skip)
 
 
+def k_parts(k: int, k1: int, split_k: int) -> list[tuple[int, int]]:
+    """The K ranges of split-K: ``split_k`` parts of whole ``k1`` chunks, as even as
+    possible, none empty (a split that would leave one empty is invalid)."""
+    chunks = math.ceil(k / k1)
+    out, at = [], 0
+    for part in range(split_k):
+        n = chunks // split_k + (1 if part < chunks % split_k else 0)
+        out.append((at * k1, min(k, (at + n) * k1)))
+        at += n
+    return out
+
+
+def zero_tile_elements(itemsize: int, target: Target) -> int:
+    """Elements of split-K's zero tile (whole alignment units of the vector memory)."""
+    return round_up(ZERO_TILE_BYTES, target.role("vector").alignment) // itemsize
+
+
+def split_problems(wl: Workload, k1: int, split_k: object) -> list[str]:
+    if not isinstance(split_k, int) or isinstance(split_k, bool):
+        return [f"split_k={split_k!r} must be an int"]
+    if split_k == 1:
+        return []
+    if split_k not in SPLITS:
+        return [f"split_k={split_k} must be one of {SPLITS}"]
+    if epilogue_chain(wl) is not None:
+        return [f"split_k={split_k}: the partial sums add in GM, so the matmul cannot have a "
+                "fused epilogue; use split_k=1"]
+    chunks = math.ceil(shape_of(wl).k / k1)
+    if split_k > chunks:
+        return [f"split_k={split_k} exceeds the {chunks} K chunks of k1={k1} "
+                f"(K={shape_of(wl).k}); use split_k <= {chunks} or a smaller k1"]
+    return []
+
+
 FIX_OPS = frozenset({"relu"})
 
 
@@ -81,7 +119,7 @@ def fix_epilogue(wl: Workload) -> bool:
 def complete(wl: Workload, s: Schedule) -> Schedule:
     """``s`` with the knobs that have a neutral value filled in when missing (schedules
     written before those knobs existed stay usable)."""
-    neutral = {"block_order": "mn", "swizzle": 1, "epilogue": "VEC"}
+    neutral = {"block_order": "mn", "swizzle": 1, "epilogue": "VEC", "split_k": 1}
     missing = {k: v for k, v in neutral.items() if k not in s}
     return s.replace(**missing) if missing else s
 
@@ -107,16 +145,20 @@ def footprints(wl: Workload, s: Schedule, target: Target) -> dict[str, int]:
     if chain is not None and s.get("epilogue", "VEC") == "VEC":
         out["vector"] = vector.footprint(chain, s["m1"], s["n1"], s["ub_depth"],
                                          target.role("vector").alignment)
+    if s.get("split_k", 1) > 1:
+        out["vector"] += slot("vector", ZERO_TILE_BYTES)
     return out
 
 
 def num_blocks(wl: Workload, s: Schedule) -> int:
+    """Work units the cores share: output blocks times K parts."""
     sh = shape_of(wl)
-    return math.prod(sh.batch) * math.ceil(sh.m / s["m1"]) * math.ceil(sh.n / s["n1"])
+    return (math.prod(sh.batch) * math.ceil(sh.m / s["m1"]) * math.ceil(sh.n / s["n1"])
+            * s.get("split_k", 1))
 
 
 def violations(wl: Workload, s: Schedule, target: Target) -> list[str]:
-    out = vector._require(s, tuple(k for k in KNOBS if k != "block_order"))
+    out = vector._require(s, tuple(k for k in KNOBS if k not in ("block_order", "split_k")))
     if "block_order" not in s:
         out.append("missing knob 'block_order'")
     if out:
@@ -143,6 +185,7 @@ def violations(wl: Workload, s: Schedule, target: Target) -> list[str]:
     if not 1 <= s["cores"] <= target.cube_cores:
         out.append(f"cores={s['cores']} must be in 1..{target.cube_cores} "
                    f"({target.name} has {target.cube_cores} cube cores)")
+    out += split_problems(wl, s["k1"], s.get("split_k", 1))
     if out:
         return out
     return out + memory_problems(footprints(wl, s, target), target, s)
@@ -189,7 +232,7 @@ def default(wl: Workload, target: Target) -> Schedule:
     k0 = min(4 * fk, round_up(sh.k, fk))
     k1 = min(4 * k0, round_up(sh.k, k0))
     s = Schedule(m1=m1, n1=n1, k1=k1, k0=k0, l1_depth=2, l0_depth=2, l0c_depth=2,
-                 ub_depth=2, cores=1, block_order="mn", swizzle=1,
+                 ub_depth=2, cores=1, block_order="mn", swizzle=1, split_k=1,
                  epilogue="FIX" if fix_epilogue(wl) else "VEC")
     for _ in range(64):
         problems = violations(wl, s, target)
@@ -211,8 +254,24 @@ def default(wl: Workload, target: Target) -> Schedule:
             s = s.replace(ub_depth=1)
         else:
             break
+    s = s.replace(split_k=default_split(wl, s, target))
     return s.replace(cores=core_choice(min(target.cube_cores, num_blocks(wl, s)),
                                        target.cube_cores))
+
+
+def default_split(wl: Workload, s: Schedule, target: Target) -> int:
+    """Split K only when there are fewer output blocks than cores: the largest split
+    that keeps blocks x split within the cores and gives every part at least two
+    ``k1`` chunks (so loads still overlap compute), if the zero tile fits."""
+    blocks = num_blocks(wl, s.replace(split_k=1))
+    if blocks >= target.cube_cores or epilogue_chain(wl) is not None:
+        return 1
+    chunks = math.ceil(shape_of(wl).k / s["k1"])
+    for split in sorted(SPLITS, reverse=True):
+        if split > 1 and blocks * split <= target.cube_cores and chunks >= 2 * split \
+                and not violations(wl, s.replace(split_k=split), target):
+            return split
+    return 1
 
 
 def core_choice(count: int, available: int) -> int:
@@ -254,7 +313,10 @@ def space(wl: Workload, target: Target) -> Space:
         Axis("k1", k1s, "K per L1 load of A and B"),
         Axis("l1_depth", depths, "L1 buffers of A and B"),
         Axis("ub_depth", depths if chain is not None else (2,), "UB buffers of the epilogue"),
-        Axis("cores", cores, "cube cores sharing the output blocks"),
+        Axis("split_k", tuple(p for p in SPLITS if p <= math.ceil(sh.k / fk))
+             if chain is None else (1,), "K parts (partial sums added atomically in GM), so "
+                                         "more cores can share few output blocks"),
+        Axis("cores", cores, "cube cores sharing the output blocks (times K parts)"),
         Axis("block_order", ("mn", "nm"), "block walk: n fastest (mn) or m fastest (nm)"),
         Axis("epilogue", ("VEC", "FIX") if fix_epilogue(wl) else ("VEC",),
              "where the elementwise tail runs: vector unit via UB, or FIX while draining"),
@@ -299,14 +361,19 @@ def space(wl: Workload, target: Target) -> Space:
                                          f"ub_depth={k['ub_depth']}")
 
     def core_count(k: dict[str, Any]) -> list[str]:
-        blocks = num_blocks(wl, Schedule(m1=k["m1"], n1=k["n1"]))
-        return [] if k["cores"] <= blocks else [
-            f"cores={k['cores']} exceeds the {blocks} output blocks of {k['m1']}x{k['n1']}"]
+        units = num_blocks(wl, Schedule(m1=k["m1"], n1=k["n1"], split_k=k["split_k"]))
+        return [] if k["cores"] <= units else [
+            f"cores={k['cores']} exceeds the {units} work units of {k['m1']}x{k['n1']} "
+            f"blocks x split_k={k['split_k']}"]
+
+    def split(k: dict[str, Any]) -> list[str]:
+        return split_problems(wl, k["k1"], k["split_k"])
 
     constraints = [Constraint(("m1", "n1", "l0c_depth"), acc),
                    Constraint(("m1", "n1", "k0", "l0_depth"), l0),
                    Constraint(("m1", "n1", "k0", "k1", "l1_depth"), l1),
-                   Constraint(("m1", "n1", "cores"), core_count)]
+                   Constraint(("k1", "split_k"), split),
+                   Constraint(("m1", "n1", "split_k", "cores"), core_count)]
     if chain is not None:
         constraints.append(Constraint(("m1", "n1", "ub_depth", "epilogue"), ub))
     constraints += shared_memory_constraint(wl, target, axes, footprints)

@@ -1,6 +1,8 @@
 """The functional executor: runs a ``Program`` numerically, one core after another, in
 program order, on byte-addressed on-chip memories with capacity, bounds and alignment
 checks. (Timing is the timing engine's job; here only the numbers and the rules.)
+``SYNC_ALL`` splits the streams into phases: every core runs its first phase, then
+every core its second, and so on, which is the order the cross-core barrier enforces.
 
 Uninitialised on-chip memory holds NaN-like bytes (0xFF), so a program that reads what
 it never wrote produces visibly wrong results instead of lucky zeros.
@@ -16,6 +18,7 @@ from numpy.lib.stride_tricks import as_strided
 from pypto.codegen.isa import (
     BINARY,
     F_ACCUMULATE,
+    F_ATOMIC,
     F_RELU,
     F_TRANSPOSE,
     INSTR,
@@ -107,8 +110,8 @@ class _Core:
             raise self.fail(f"operand {name} of shape {src.shape} does not broadcast to "
                             f"{shape}") from None
 
-    def run(self, stream: np.ndarray) -> None:
-        for self.pc, self.row in enumerate(stream.tolist()):
+    def run(self, rows: list[tuple], start: int) -> None:
+        for self.pc, self.row in enumerate(rows, start):
             self.step(Op(self.row[0]))
 
     def step(self, op: Op) -> None:
@@ -123,9 +126,14 @@ class _Core:
                 raise self.fail(f"copy shapes differ: {src.shape} -> {dst.shape}")
             with np.errstate(all="ignore"):
                 if flags & F_RELU:  # FIX's in-flight ReLU, after the conversion
-                    dst[...] = numerics.apply_unary("relu", src.astype(dst.dtype), dst.dtype)
+                    value = numerics.apply_unary("relu", src.astype(dst.dtype), dst.dtype)
                 else:
-                    dst[...] = src.astype(dst.dtype)
+                    value = src.astype(dst.dtype)
+                if flags & F_ATOMIC:  # converted first, then added in GM (as the L2 does)
+                    if r[_F["d_mem"]] != Mem.GM:
+                        raise self.fail("an atomic copy must write to GM")
+                    value = numerics.apply_binary("add", dst.copy(), value, dst.dtype)
+                dst[...] = value
         elif op == Op.MMAD:
             a = self.view("a", scode, aligned=True)
             b = self.view("b", scode, aligned=True)
@@ -144,7 +152,7 @@ class _Core:
             self.flag(r[_F["pipe"]], r[_F["pipe2"]], r[_F["event"]], +1)
         elif op == Op.WAIT_FLAG:
             self.flag(r[_F["pipe2"]], r[_F["pipe"]], r[_F["event"]], -1)
-        elif op in (Op.BARRIER, Op.NOP):
+        elif op in (Op.BARRIER, Op.SYNC_ALL, Op.NOP):
             pass
         else:  # pragma: no cover - every Op is handled above
             raise self.fail(f"no rule for {op.name}")
@@ -189,5 +197,25 @@ def execute(program: Program, target: Target, gm: list[np.ndarray]) -> None:
         if arr.ndim != 1 or arr.size != sym.size or arr.dtype != sym.dtype.np:
             raise SimError(f"GM tensor {i} ({sym.name}) must be a flat {sym.dtype.name} array of "
                            f"{sym.size} elements")
-    for index, stream in enumerate(program.cores):
-        _Core(target, gm, program, index).run(stream)
+    phases = [_phases(stream.tolist()) for stream in program.cores]
+    counts = {len(p) for p in phases}
+    if len(counts) > 1:
+        per_core = ", ".join(f"core {i}: {len(p) - 1}" for i, p in enumerate(phases))
+        raise SimError(f"{program.name}: the cores execute different numbers of SYNC_ALL "
+                       f"({per_core}); every core must meet at each SYNC_ALL")
+    cores = [_Core(target, gm, program, index) for index in range(len(program.cores))]
+    for phase in range(counts.pop() if counts else 0):
+        for core, core_phases in zip(cores, phases):
+            start, rows = core_phases[phase]
+            core.run(rows, start)
+
+
+def _phases(rows: list[tuple]) -> list[tuple[int, list[tuple]]]:
+    """(first index, rows) of each phase of a stream; a SYNC_ALL ends its phase."""
+    out, start = [], 0
+    for i, row in enumerate(rows):
+        if row[0] == Op.SYNC_ALL:
+            out.append((start, rows[start:i + 1]))
+            start = i + 1
+    out.append((start, rows[start:]))
+    return out
