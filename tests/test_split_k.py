@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 
-import numpy as np
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 

@@ -21,8 +21,13 @@ from pypto.codegen.program import Operand, StreamBuilder
 from pypto.codegen.vector_chain import ChainEmitter, Tile
 from pypto.frontend.dtypes import BY_NAME
 from pypto.ir.workload import Workload
-from pypto.schedule_space.matmul import ACC_DTYPE, epilogue_chain, k_parts, shape_of,\
-    zero_tile_elements
+from pypto.schedule_space.matmul import (
+    ACC_DTYPE,
+    epilogue_chain,
+    k_parts,
+    shape_of,
+    zero_tile_elements,
+)
 from pypto.schedule_space.schedule import Schedule
 from pypto.targets import Target
 
@@ -35,12 +40,13 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     in_dt, acc_dt, out_dt = BY_NAME[sh.dtype], BY_NAME[ACC_DTYPE[sh.dtype]], BY_NAME[mm.dtype]
     isz = in_dt.itemsize
     m1, n1, k1, k0 = s["m1"], s["n1"], s["k1"], s["k0"]
+    m0, n0 = s.get("m0", m1), s.get("n0", n1)
     arenas = Arenas(target)
     stage = arenas.role("stage")
     a_l1 = stage.alloc(m1 * k1 * isz, s["l1_depth"])
     b_l1 = stage.alloc(k1 * n1 * isz, s["l1_depth"])
-    l0a = arenas.role("left").alloc(m1 * k0 * isz, s["l0_depth"])
-    l0b = arenas.role("right").alloc(k0 * n1 * isz, s["l0_depth"])
+    l0a = arenas.role("left").alloc(m0 * k0 * isz, s["l0_depth"])
+    l0b = arenas.role("right").alloc(k0 * n0 * isz, s["l0_depth"])
     l0c = arenas.role("acc").alloc(m1 * n1 * acc_dt.itemsize, s["l0c_depth"])
     chain = epilogue_chain(wl)
     emitter = None
@@ -53,8 +59,9 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     blocks = block_order(batch_n, mblocks, nblocks, s.get("block_order", "mn"),
                          s.get("swizzle", 1))
     parts = k_parts(sh.k, k1, s.get("split_k", 1))
-    ctx = _Ctx(sh, wl, mm_i, in_dt, acc_dt, out_dt, isz, m1, n1, k1, k0, a_l1, b_l1, l0a, l0b,
-               l0c, emitter, gm_in, gm_out, wl.outputs[0] if fix_relu else None, len(parts) > 1)
+    ctx = _Ctx(sh, wl, mm_i, in_dt, acc_dt, out_dt, isz, m1, n1, k1, k0, m0, n0,
+               s.get("l0_order", "mn"), a_l1, b_l1, l0a, l0b, l0c, emitter, gm_in, gm_out,
+               wl.outputs[0] if fix_relu else None, len(parts) > 1)
     units = [(blk, part) for blk in blocks for part in parts]
     zero, tile = None, zero_tile_elements(out_dt.itemsize, target)
     if len(parts) > 1:
@@ -75,7 +82,7 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
         if zero is not None:
             clear_output(sb, zero, tile, core, s["cores"], batch_n * sh.m * sh.n, out_dt,
                          gm_out[mm_i])
-        l0_ctr = 0
+        l0_ctr = (0, 0)
         for j, chunk in enumerate(chunks):
             first_load = 0 if j == 0 else j + ahead
             for ld in range(first_load, min(j + ahead, len(chunks) - 1) + 1):
@@ -113,6 +120,9 @@ class _Ctx:
     n1: int
     k1: int
     k0: int
+    m0: int
+    n0: int
+    l0_order: str
     a_l1: Slots
     b_l1: Slots
     l0a: Slots
@@ -157,35 +167,61 @@ class _Ctx:
                           b_cs, gm=b_sym)
         sb.emit(Op.COPY, dst, src, dtype=self.in_dt)
 
-    def compute(self, sb: StreamBuilder, c: _Chunk, l0_ctr: int) -> int:
+    def compute(self, sb: StreamBuilder, c: _Chunk, l0_ctr: tuple[int, int]) -> tuple[int, int]:
         """L1 -> L0A/L0B and MMADs for one chunk; after the block's last chunk, the drain
-        (and the epilogue). Returns the next L0 slot counter."""
-        sh, isz, m1, n1, k0 = self.sh, self.isz, self.m1, self.n1, self.k0
+        (and the epilogue). The block is cut into ``m0 x n0`` sub-blocks per ``k0`` step,
+        walked in ``l0_order`` ("mn": n fastest, so an A tile in L0A serves a row of
+        sub-blocks; "nm": m fastest, a B tile serves a column); a tile is loaded again
+        only when the walk moves off it. Returns the next L0A and L0B slot counters."""
+        n1, m0, n0, k0 = self.n1, self.m0, self.n0, self.k0
         mcur, ncur = self.extents(c)
-        a_addr, b_addr = self.a_l1.addr(c.index), self.b_l1.addr(c.index)
-        c_op = Operand(self.l0c.mem, self.l0c.addr(c.blk), mcur, ncur, n1)
+        m_tiles = [(mi, min(m0, mcur - mi)) for mi in range(0, mcur, m0)]
+        n_tiles = [(ni, min(n0, ncur - ni)) for ni in range(0, ncur, n0)]
+        walk = [(mt, nt) for mt in m_tiles for nt in n_tiles] if self.l0_order == "mn" else \
+            [(mt, nt) for nt in n_tiles for mt in m_tiles]
+        a_ctr, b_ctr = l0_ctr
+        base = self.l0c.addr(c.blk)
+        acc_isz = self.acc_dt.itemsize
         for kk in range(0, c.kcur, k0):
             kkc = min(k0, c.kcur - kk)
-            a0 = Operand(self.l0a.mem, self.l0a.addr(l0_ctr), mcur, kkc, k0)
-            b0 = Operand(self.l0b.mem, self.l0b.addr(l0_ctr), kkc, ncur, n1)
-            if sh.transpose_a:
-                sb.emit(Op.COPY, a0, Operand(self.a_l1.mem, a_addr + kk * m1 * isz, kkc, mcur,
-                                             m1), dtype=self.in_dt, flags=F_TRANSPOSE)
-            else:
-                sb.emit(Op.COPY, a0, Operand(self.a_l1.mem, a_addr + kk * isz, mcur, kkc,
-                                             self.k1), dtype=self.in_dt)
-            if sh.transpose_b:
-                sb.emit(Op.COPY, b0, Operand(self.b_l1.mem, b_addr + kk * isz, ncur, kkc,
-                                             self.k1), dtype=self.in_dt, flags=F_TRANSPOSE)
-            else:
-                sb.emit(Op.COPY, b0, Operand(self.b_l1.mem, b_addr + kk * n1 * isz, kkc, ncur,
-                                             n1), dtype=self.in_dt)
-            sb.emit(Op.MMAD, c_op, a0, b0, dtype=self.acc_dt, sdtype=self.in_dt,
-                    flags=0 if (c.first and kk == 0) else F_ACCUMULATE)
-            l0_ctr += 1
+            on_a = on_b = None
+            for (mi, mlen), (ni, nlen) in walk:
+                if mi != on_a:
+                    a0 = Operand(self.l0a.mem, self.l0a.addr(a_ctr), mlen, kkc, k0)
+                    self.load_a0(sb, c, a0, mi, mlen, kk, kkc)
+                    a_ctr, on_a = a_ctr + 1, mi
+                if ni != on_b:
+                    b0 = Operand(self.l0b.mem, self.l0b.addr(b_ctr), kkc, nlen, n0)
+                    self.load_b0(sb, c, b0, ni, nlen, kk, kkc)
+                    b_ctr, on_b = b_ctr + 1, ni
+                sub = Operand(self.l0c.mem, base + (mi * n1 + ni) * acc_isz, mlen, nlen, n1)
+                sb.emit(Op.MMAD, sub, a0, b0, dtype=self.acc_dt, sdtype=self.in_dt,
+                        flags=0 if (c.first and kk == 0) else F_ACCUMULATE)
         if c.last:
-            self.drain(sb, c, c_op)
-        return l0_ctr
+            self.drain(sb, c, Operand(self.l0c.mem, base, mcur, ncur, n1))
+        return a_ctr, b_ctr
+
+    def load_a0(self, sb: StreamBuilder, c: _Chunk, a0: Operand, mi: int, mlen: int, kk: int,
+                kkc: int) -> None:
+        """Rows ``mi:+mlen``, K ``kk:+kkc`` of the chunk's A tile, from L1 into L0A."""
+        a_addr, isz = self.a_l1.addr(c.index), self.isz
+        if self.sh.transpose_a:  # L1 holds K x m1
+            src = Operand(self.a_l1.mem, a_addr + (kk * self.m1 + mi) * isz, kkc, mlen, self.m1)
+            sb.emit(Op.COPY, a0, src, dtype=self.in_dt, flags=F_TRANSPOSE)
+        else:                    # L1 holds m1 x k1
+            src = Operand(self.a_l1.mem, a_addr + (mi * self.k1 + kk) * isz, mlen, kkc, self.k1)
+            sb.emit(Op.COPY, a0, src, dtype=self.in_dt)
+
+    def load_b0(self, sb: StreamBuilder, c: _Chunk, b0: Operand, ni: int, nlen: int, kk: int,
+                kkc: int) -> None:
+        """K ``kk:+kkc``, columns ``ni:+nlen`` of the chunk's B tile, from L1 into L0B."""
+        b_addr, isz = self.b_l1.addr(c.index), self.isz
+        if self.sh.transpose_b:  # L1 holds n1 x k1
+            src = Operand(self.b_l1.mem, b_addr + (ni * self.k1 + kk) * isz, nlen, kkc, self.k1)
+            sb.emit(Op.COPY, b0, src, dtype=self.in_dt, flags=F_TRANSPOSE)
+        else:                    # L1 holds k1 x n1
+            src = Operand(self.b_l1.mem, b_addr + (kk * self.n1 + ni) * isz, kkc, nlen, self.n1)
+            sb.emit(Op.COPY, b0, src, dtype=self.in_dt)
 
     def drain(self, sb: StreamBuilder, c: _Chunk, c_op: Operand) -> None:
         mcur, ncur = self.extents(c)

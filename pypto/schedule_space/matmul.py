@@ -3,8 +3,10 @@ footprints per memory level, the default tiling heuristic and validation.
 
 Knobs: ``m1 x n1`` is the output block held in the accumulator (L0C) and reduced over
 all of K; ``k1`` is the K extent of one L1 load of A and B; ``k0`` the K extent of one
-L0A/L0B tile (one MMAD); ``l1_depth``, ``l0_depth``, ``l0c_depth``, ``ub_depth`` are the
-buffer counts per level (2 = ping-pong); ``cores`` how many cube cores share the blocks;
+L0A/L0B tile; ``m0 x n0`` the sub-block one MMAD computes, walked in ``l0_order``
+("mn": n fastest, so an L0A tile serves a row of sub-blocks; "nm": m fastest);
+``l1_depth``, ``l0_depth``, ``l0c_depth``, ``ub_depth`` are the buffer counts per level
+(2 = ping-pong); ``cores`` how many cube cores share the blocks;
 ``split_k`` cuts K into that many parts, so that more cores can work on few output
 blocks (the parts' partial sums add atomically in GM after the output is cleared).
 """
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
 
 CORE_GRID = (1, 2, 4, 6, 8, 12, 16, 20, 24, 32, 40, 48)
 KNOBS = ("m1", "n1", "k1", "k0", "l1_depth", "l0_depth", "l0c_depth", "ub_depth", "cores",
-         "block_order", "swizzle", "split_k")
+         "block_order", "swizzle", "split_k", "m0", "n0", "l0_order")
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
 ZERO_TILE_BYTES = 16384  # split-K: the zero tile in UB that clears the output
 ACC_DTYPE = {"float16": "float32", "float32": "float32", "int8": "int32"}
@@ -64,6 +66,18 @@ def epilogue_chain(wl: Workload) -> vector.Chain | None:
     tail_args = {a for i, n in enumerate(wl.nodes) if i != mm_index for a in n.args}
     skip = frozenset(a for a in wl.nodes[mm_index].args if a not in tail_args)
     return vector.analyze(wl, space=wl.nodes[mm_index].shape, skip=skip)
+
+
+MAX_SUB_BLOCKS = 8  # m0 x n0 sub-blocks per m1 x n1 block: more only adds MMAD issue cost
+
+
+def sub_block_problems(m1: int, n1: int, m0: int, n0: int) -> list[str]:
+    out = [f"{inner}={v} must divide {outer}={w}" for inner, v, outer, w in
+           (("m0", m0, "m1", m1), ("n0", n0, "n1", n1)) if v > w or w % v]
+    if not out and (m1 // m0) * (n1 // n0) > MAX_SUB_BLOCKS:
+        out.append(f"m0={m0} x n0={n0} cuts the {m1}x{n1} block into "
+                   f"{(m1 // m0) * (n1 // n0)} sub-blocks; at most {MAX_SUB_BLOCKS}")
+    return out
 
 
 def k_parts(k: int, k1: int, split_k: int) -> list[tuple[int, int]]:
@@ -119,7 +133,8 @@ def fix_epilogue(wl: Workload) -> bool:
 def complete(wl: Workload, s: Schedule) -> Schedule:
     """``s`` with the knobs that have a neutral value filled in when missing (schedules
     written before those knobs existed stay usable)."""
-    neutral = {"block_order": "mn", "swizzle": 1, "epilogue": "VEC", "split_k": 1}
+    neutral = {"block_order": "mn", "swizzle": 1, "epilogue": "VEC", "split_k": 1,
+               "m0": s.get("m1"), "n0": s.get("n1"), "l0_order": "mn"}
     missing = {k: v for k, v in neutral.items() if k not in s}
     return s.replace(**missing) if missing else s
 
@@ -136,8 +151,8 @@ def footprints(wl: Workload, s: Schedule, target: Target) -> dict[str, int]:
     out = {
         "stage": s["l1_depth"] * (slot("stage", s["m1"] * s["k1"] * isz)
                                   + slot("stage", s["k1"] * s["n1"] * isz)),
-        "left": s["l0_depth"] * slot("left", s["m1"] * s["k0"] * isz),
-        "right": s["l0_depth"] * slot("right", s["k0"] * s["n1"] * isz),
+        "left": s["l0_depth"] * slot("left", s.get("m0", s["m1"]) * s["k0"] * isz),
+        "right": s["l0_depth"] * slot("right", s["k0"] * s.get("n0", s["n1"]) * isz),
         "acc": s["l0c_depth"] * slot("acc", s["m1"] * s["n1"] * acc),
         "vector": 0,
     }
@@ -158,7 +173,10 @@ def num_blocks(wl: Workload, s: Schedule) -> int:
 
 
 def violations(wl: Workload, s: Schedule, target: Target) -> list[str]:
-    out = vector._require(s, tuple(k for k in KNOBS if k not in ("block_order", "split_k")))
+    # split_k, m0, n0 and l0_order are optional: ``complete`` gives their neutral values
+    optional = ("block_order", "split_k", "m0", "n0", "l0_order")
+    out = vector._require(s, tuple(k for k in KNOBS if k not in optional))
+    out += vector._require(s, tuple(k for k in ("split_k", "m0", "n0") if k in s))
     if "block_order" not in s:
         out.append("missing knob 'block_order'")
     if out:
@@ -169,6 +187,13 @@ def violations(wl: Workload, s: Schedule, target: Target) -> list[str]:
         if s[knob] < unit or s[knob] % unit:
             out.append(f"{knob}={s[knob]} must be a positive multiple of the {sh.dtype} "
                        f"fractal size {unit}")
+    for knob, unit in (("m0", fm), ("n0", fn)):
+        if knob in s and (s[knob] < unit or s[knob] % unit):
+            out.append(f"{knob}={s[knob]} must be a positive multiple of the {sh.dtype} fractal "
+                       f"size {unit}")
+    out += sub_block_problems(s["m1"], s["n1"], s.get("m0", s["m1"]), s.get("n0", s["n1"]))
+    if s.get("l0_order", "mn") not in ("mn", "nm"):
+        out.append(f"l0_order={s.get('l0_order')!r} must be 'mn' or 'nm'")
     if s["k1"] < s["k0"] or s["k1"] % max(s["k0"], 1):
         out.append(f"k1={s['k1']} must be a positive multiple of k0={s['k0']}")
     for knob in ("l1_depth", "l0_depth", "l0c_depth", "ub_depth"):
@@ -233,8 +258,9 @@ def default(wl: Workload, target: Target) -> Schedule:
     k1 = min(4 * k0, round_up(sh.k, k0))
     s = Schedule(m1=m1, n1=n1, k1=k1, k0=k0, l1_depth=2, l0_depth=2, l0c_depth=2,
                  ub_depth=2, cores=1, block_order="mn", swizzle=1, split_k=1,
-                 epilogue="FIX" if fix_epilogue(wl) else "VEC")
+                 epilogue="FIX" if fix_epilogue(wl) else "VEC", l0_order="mn")
     for _ in range(64):
+        s = s.replace(m0=s["m1"], n0=s["n1"])  # one MMAD per k0 step covers the block
         problems = violations(wl, s, target)
         if not problems:
             break
@@ -308,6 +334,8 @@ def space(wl: Workload, target: Target) -> Space:
         Axis("m1", _sizes(sh.m, fm, 512), "output block rows (held in the accumulator)"),
         Axis("n1", _sizes(sh.n, fn, 512), "output block columns"),
         Axis("l0c_depth", depths, "accumulator buffers (2+: drain overlaps compute)"),
+        Axis("m0", _sizes(sh.m, fm, 512), "rows of the sub-block one MMAD computes"),
+        Axis("n0", _sizes(sh.n, fn, 512), "columns of the sub-block one MMAD computes"),
         Axis("k0", k0s, "K per MMAD (one L0A/L0B tile)"),
         Axis("l0_depth", depths, "L0A/L0B buffers"),
         Axis("k1", k1s, "K per L1 load of A and B"),
@@ -320,6 +348,8 @@ def space(wl: Workload, target: Target) -> Space:
         Axis("block_order", ("mn", "nm"), "block walk: n fastest (mn) or m fastest (nm)"),
         Axis("epilogue", ("VEC", "FIX") if fix_epilogue(wl) else ("VEC",),
              "where the elementwise tail runs: vector unit via UB, or FIX while draining"),
+        Axis("l0_order", ("mn", "nm"), "sub-block walk in L0: n fastest (an L0A tile "
+                                       "serves a row) or m fastest (an L0B tile a column)"),
         Axis("swizzle", (1, 2, 4, 8), "rows (columns) of blocks walked together, for L2 "
                                       "reuse across cores"),
     ]
@@ -337,12 +367,15 @@ def space(wl: Workload, target: Target) -> Space:
         return mem_check("acc", need, f"m1={k['m1']} x n1={k['n1']} x l0c_depth="
                                       f"{k['l0c_depth']}")
 
+    def sub_block(k: dict[str, Any]) -> list[str]:
+        return sub_block_problems(k["m1"], k["n1"], k["m0"], k["n0"])
+
     def l0(k: dict[str, Any]) -> list[str]:
         d = k["l0_depth"]
-        return mem_check("left", d * slot("left", k["m1"] * k["k0"] * isz),
-                         f"m1={k['m1']} x k0={k['k0']} x l0_depth={d}") + \
-            mem_check("right", d * slot("right", k["k0"] * k["n1"] * isz),
-                      f"k0={k['k0']} x n1={k['n1']} x l0_depth={d}")
+        return mem_check("left", d * slot("left", k["m0"] * k["k0"] * isz),
+                         f"m0={k['m0']} x k0={k['k0']} x l0_depth={d}") + \
+            mem_check("right", d * slot("right", k["k0"] * k["n0"] * isz),
+                      f"k0={k['k0']} x n0={k['n0']} x l0_depth={d}")
 
     def l1(k: dict[str, Any]) -> list[str]:
         if k["k1"] % k["k0"]:
@@ -370,7 +403,8 @@ def space(wl: Workload, target: Target) -> Space:
         return split_problems(wl, k["k1"], k["split_k"])
 
     constraints = [Constraint(("m1", "n1", "l0c_depth"), acc),
-                   Constraint(("m1", "n1", "k0", "l0_depth"), l0),
+                   Constraint(("m1", "n1", "m0", "n0"), sub_block),
+                   Constraint(("m0", "n0", "k0", "l0_depth"), l0),
                    Constraint(("m1", "n1", "k0", "k1", "l1_depth"), l1),
                    Constraint(("k1", "split_k"), split),
                    Constraint(("m1", "n1", "split_k", "cores"), core_count)]
