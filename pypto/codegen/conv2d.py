@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pypto.codegen.isa import F_ACCUMULATE, Mem, Op
+from pypto.codegen.pipeline import software_pipeline
 from pypto.codegen.place import Arenas, Slots
 from pypto.codegen.program import Operand, StreamBuilder
 from pypto.codegen.vector_chain import ChainEmitter, Tile
@@ -201,16 +202,8 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
                 chunks.append(_Chunk(blk_ctr, mb * pixels, nb * n1, k_at,
                                      min(k1, sh.red - k_at), len(chunks), j == 0,
                                      j == len(ks) - 1))
-        # Software pipelining as in matmul: the loads of chunk j + depth - 1 are issued
-        # before the compute of chunk j.
-        ahead = s["l1_depth"] - 1
         sb = StreamBuilder()
-        l0_ctr = 0
-        for j, chunk in enumerate(chunks):
-            first_load = 0 if j == 0 else j + ahead
-            for ld in range(first_load, min(j + ahead, len(chunks) - 1) + 1):
-                ctx.load(sb, chunks[ld])
-            l0_ctr = ctx.compute(sb, chunk, l0_ctr)
+        software_pipeline(sb, chunks, s["l1_depth"], ctx.load, ctx.compute, 0)
         streams.append(sb)
     return streams
 

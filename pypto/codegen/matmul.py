@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pypto.codegen.isa import F_ACCUMULATE, F_ATOMIC, F_RELU, F_TRANSPOSE, Mem, Op
+from pypto.codegen.pipeline import software_pipeline
 from pypto.codegen.place import Arenas, Slots
 from pypto.codegen.program import Operand, StreamBuilder
 from pypto.codegen.vector_chain import ChainEmitter, Tile
@@ -74,20 +75,11 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
             for j, k_at in enumerate(ks):
                 chunks.append(_Chunk(blk_ctr, b, mb * m1, nb * n1, k_at, min(k1, k_hi - k_at),
                                      len(chunks), j == 0, j == len(ks) - 1))
-        # Software pipelining: the loads of chunk j + depth - 1 are issued before the
-        # compute of chunk j, so the scalar unit never sits behind compute that waits for
-        # data while the next loads are not yet issued.
-        ahead = s["l1_depth"] - 1
         sb = StreamBuilder()
         if zero is not None:
             clear_output(sb, zero, tile, core, s["cores"], batch_n * sh.m * sh.n, out_dt,
                          gm_out[mm_i])
-        l0_ctr = (0, 0)
-        for j, chunk in enumerate(chunks):
-            first_load = 0 if j == 0 else j + ahead
-            for ld in range(first_load, min(j + ahead, len(chunks) - 1) + 1):
-                ctx.load(sb, chunks[ld])
-            l0_ctr = ctx.compute(sb, chunk, l0_ctr)
+        software_pipeline(sb, chunks, s["l1_depth"], ctx.load, ctx.compute, (0, 0))
         streams.append(sb)
     return streams
 
