@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from pypto.frontend.dtypes import BY_NAME
 from pypto.ir.workload import Workload
 from pypto.schedule_space import vector
+from pypto.schedule_space.cube import memory_constraints
 from pypto.schedule_space.matmul import ACC_DTYPE, CORE_GRID, core_choice
 from pypto.schedule_space.schedule import Schedule
 from pypto.schedule_space.space import Axis, Constraint, Space
@@ -311,42 +312,8 @@ def space(wl: Workload, target: Target) -> Space:
              "A-tile copies per tap, or per filter row (taps s..s' at once)"),
     ]
 
-    def mem_check(role: str, need: int, what: str) -> list[str]:
-        mem = target.role(role)
-        return [] if need <= mem.capacity else [
-            f"{mem.name}: {what} needs {need} bytes but {mem.name} holds {mem.capacity}"]
-
-    def slot(role: str, nbytes: int) -> int:
-        return round_up(nbytes, target.role(role).alignment)
-
     def rows(k: dict[str, Any]) -> list[str]:
         return _row_block_check(sh, k["row_block"], k["m1"], fm)
-
-    def acc(k: dict[str, Any]) -> list[str]:
-        need = k["l0c_depth"] * slot("acc", k["m1"] * k["n1"] * acc_isz)
-        return mem_check("acc", need, f"m1={k['m1']} x n1={k['n1']} x l0c_depth="
-                                      f"{k['l0c_depth']}")
-
-    def l0(k: dict[str, Any]) -> list[str]:
-        d = k["l0_depth"]
-        return mem_check("left", d * slot("left", k["m1"] * k["k0"] * isz),
-                         f"m1={k['m1']} x k0={k['k0']} x l0_depth={d}") + \
-            mem_check("right", d * slot("right", k["k0"] * k["n1"] * isz),
-                      f"k0={k['k0']} x n1={k['n1']} x l0_depth={d}")
-
-    def l1(k: dict[str, Any]) -> list[str]:
-        if k["k1"] % k["k0"]:
-            return [f"k1={k['k1']} must be a multiple of k0={k['k0']}"]
-        need = k["l1_depth"] * (slot("stage", k["m1"] * k["k1"] * isz)
-                                + slot("stage", k["k1"] * k["n1"] * isz))
-        return mem_check("stage", need, f"(m1 + n1) x k1={k['k1']} x l1_depth="
-                                        f"{k['l1_depth']}")
-
-    def ub(k: dict[str, Any]) -> list[str]:
-        need = vector.footprint(chain, k["m1"], k["n1"], k["ub_depth"],  # type: ignore[arg-type]
-                                target.role("vector").alignment)
-        return mem_check("vector", need, f"the epilogue on {k['m1']}x{k['n1']} blocks x "
-                                         f"ub_depth={k['ub_depth']}")
 
     def core_count(k: dict[str, Any]) -> list[str]:
         blocks = math.ceil(sh.m / block_pixels(sh, k)) * math.ceil(sh.k / k["n1"])
@@ -355,12 +322,8 @@ def space(wl: Workload, target: Target) -> Space:
             f"(row_block={k['row_block']}) x n1={k['n1']}"]
 
     constraints = [Constraint(("row_block", "m1"), rows),
-                   Constraint(("m1", "n1", "l0c_depth"), acc),
-                   Constraint(("m1", "n1", "k0", "l0_depth"), l0),
-                   Constraint(("m1", "n1", "k0", "k1", "l1_depth"), l1),
+                   *memory_constraints(target, isz, acc_isz, chain),
                    Constraint(("row_block", "m1", "n1", "cores"), core_count)]
-    if chain is not None:
-        constraints.append(Constraint(("m1", "n1", "ub_depth"), ub))
     from pypto.schedule_space.matmul import shared_memory_constraint
 
     constraints += shared_memory_constraint(wl, target, axes, footprints)

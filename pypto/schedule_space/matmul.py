@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pypto.frontend.dtypes import BY_NAME
 from pypto.ir.workload import Workload
 from pypto.schedule_space import vector
+from pypto.schedule_space.cube import memory_constraints
 from pypto.schedule_space.schedule import Schedule
 from pypto.schedule_space.space import Axis, Constraint, Space
 from pypto.schedule_space.vector import MAX_DEPTH, round_up
@@ -354,44 +355,8 @@ def space(wl: Workload, target: Target) -> Space:
                                       "reuse across cores"),
     ]
 
-    def mem_check(role: str, need: int, what: str) -> list[str]:
-        mem = target.role(role)
-        return [] if need <= mem.capacity else [
-            f"{mem.name}: {what} needs {need} bytes but {mem.name} holds {mem.capacity}"]
-
-    def slot(role: str, nbytes: int) -> int:
-        return round_up(nbytes, target.role(role).alignment)
-
-    def acc(k: dict[str, Any]) -> list[str]:
-        need = k["l0c_depth"] * slot("acc", k["m1"] * k["n1"] * acc_isz)
-        return mem_check("acc", need, f"m1={k['m1']} x n1={k['n1']} x l0c_depth="
-                                      f"{k['l0c_depth']}")
-
     def sub_block(k: dict[str, Any]) -> list[str]:
         return sub_block_problems(k["m1"], k["n1"], k["m0"], k["n0"])
-
-    def l0(k: dict[str, Any]) -> list[str]:
-        d = k["l0_depth"]
-        return mem_check("left", d * slot("left", k["m0"] * k["k0"] * isz),
-                         f"m0={k['m0']} x k0={k['k0']} x l0_depth={d}") + \
-            mem_check("right", d * slot("right", k["k0"] * k["n0"] * isz),
-                      f"k0={k['k0']} x n0={k['n0']} x l0_depth={d}")
-
-    def l1(k: dict[str, Any]) -> list[str]:
-        if k["k1"] % k["k0"]:
-            return [f"k1={k['k1']} must be a multiple of k0={k['k0']}"]
-        need = k["l1_depth"] * (slot("stage", k["m1"] * k["k1"] * isz)
-                                + slot("stage", k["k1"] * k["n1"] * isz))
-        return mem_check("stage", need, f"(m1 + n1) x k1={k['k1']} x l1_depth="
-                                        f"{k['l1_depth']}")
-
-    def ub(k: dict[str, Any]) -> list[str]:
-        if k["epilogue"] == "FIX":
-            return []
-        need = vector.footprint(chain, k["m1"], k["n1"], k["ub_depth"],  # type: ignore[arg-type]
-                                target.role("vector").alignment)
-        return mem_check("vector", need, f"the epilogue on {k['m1']}x{k['n1']} blocks x "
-                                         f"ub_depth={k['ub_depth']}")
 
     def core_count(k: dict[str, Any]) -> list[str]:
         units = num_blocks(wl, Schedule(m1=k["m1"], n1=k["n1"], split_k=k["split_k"]))
@@ -402,13 +367,10 @@ def space(wl: Workload, target: Target) -> Space:
     def split(k: dict[str, Any]) -> list[str]:
         return split_problems(wl, k["k1"], k["split_k"])
 
-    constraints = [Constraint(("m1", "n1", "l0c_depth"), acc),
-                   Constraint(("m1", "n1", "m0", "n0"), sub_block),
-                   Constraint(("m0", "n0", "k0", "l0_depth"), l0),
-                   Constraint(("m1", "n1", "k0", "k1", "l1_depth"), l1),
-                   Constraint(("k1", "split_k"), split),
-                   Constraint(("m1", "n1", "split_k", "cores"), core_count)]
-    if chain is not None:
-        constraints.append(Constraint(("m1", "n1", "ub_depth", "epilogue"), ub))
+    constraints = memory_constraints(target, isz, acc_isz, chain, "m0", "n0",
+                                     epilogue_axis=True)
+    constraints += [Constraint(("m1", "n1", "m0", "n0"), sub_block),
+                    Constraint(("k1", "split_k"), split),
+                    Constraint(("m1", "n1", "split_k", "cores"), core_count)]
     constraints += shared_memory_constraint(wl, target, axes, footprints)
     return Space(wl, target, axes, constraints, lambda: default(wl, target))
