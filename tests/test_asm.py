@@ -13,6 +13,7 @@ from pypto.codegen.asm import parse, parse_instruction, print_instruction, print
 from pypto.codegen.isa import (
     BINARY,
     F_ACCUMULATE,
+    F_ATOMIC,
     F_RELU,
     F_TRANSPOSE,
     INSTR,
@@ -73,7 +74,7 @@ def instructions(draw, builder: StreamBuilder, num_symbols: int) -> None:
     dtype = draw(st.sampled_from(ALL))
     sdtype = draw(st.one_of(st.none(), st.sampled_from(ALL)))
     flags = draw(st.sampled_from([0, F_TRANSPOSE, F_ACCUMULATE, F_TRANSPOSE | F_ACCUMULATE,
-                                  F_RELU]))
+                                  F_RELU, F_ATOMIC, F_RELU | F_ATOMIC]))
     kind = draw(st.sampled_from(["copy", "mmad", "sync", "plain", "vector", "imm"]))
     if kind == "copy":
         src, dst = draw(st.sampled_from(sorted(COPY_PIPE)))
@@ -90,7 +91,7 @@ def instructions(draw, builder: StreamBuilder, num_symbols: int) -> None:
         builder.emit(op, pipe=pipe, pipe2=pipe2, event=draw(st.integers(-128, 127)),
                      flags=flags)
     elif kind == "plain":
-        builder.emit(draw(st.sampled_from([Op.BARRIER, Op.NOP])), flags=flags)
+        builder.emit(draw(st.sampled_from([Op.BARRIER, Op.SYNC_ALL, Op.NOP])), flags=flags)
     else:
         pool = sorted(SCALAR_IMM | {Op.VDUP}) if kind == "imm" else sorted(BINARY | UNARY | REDUCE)
         op = draw(st.sampled_from(pool))
@@ -172,6 +173,29 @@ def test_parse_matches_stream_builder() -> None:
             "    BARRIER\n")
     expected = Program("k", "t", parse(text).symbols, (builder.array(),))
     assert same(parse(text), expected)
+
+
+def test_sync_all_and_atomic_copies_round_trip() -> None:
+    builder = StreamBuilder()
+    builder.emit(Op.SYNC_ALL)
+    builder.emit(Op.COPY, Operand(Mem.GM, 64, 16, 16, 32, 1, 0), Operand(Mem.L0C, 0, 16, 16, 16),
+                 dtype=float16, sdtype=float32, flags=F_ATOMIC)
+    builder.emit(Op.COPY, Operand(Mem.GM, 0, 16, 16, 32, 1, 0), Operand(Mem.L0C, 0, 16, 16, 16),
+                 dtype=float16, sdtype=float32, flags=F_RELU | F_ATOMIC)
+    text = (".program k target=t\n.tensor C float16 [16,32] out\n.core 0\n"
+            "    SYNC_ALL\n"
+            "    COPY.F16.F32.ATOMIC GM[C][64:16x16,32,1], L0C[0x0:16x16,16,1]\n"
+            "    COPY.F16.F32.RELU.ATOMIC GM[C][0:16x16,32,1], L0C[0x0:16x16,16,1]\n")
+    program = Program("k", "t", (Symbol("C", float16, (16, 32), "out"),), (builder.array(),))
+    assert print_program(program) == text
+    assert same(parse(text), program)
+    assert same(parse(text.replace("SYNC_ALL", "sync_all").replace(".RELU.ATOMIC",
+                                                                       ".atomic.relu")), program)
+    assert program.cores[0][0]["pipe"] == Pipe.SCALAR
+    with pytest.raises(AsmError, match="SYNC_ALL takes no dtype suffix"):
+        parse_instruction("SYNC_ALL.F16", ())
+    with pytest.raises(AsmError, match="SYNC_ALL takes no operands"):
+        parse_instruction("SYNC_ALL UB[0x0:1x1,1,1]", ())
 
 
 def test_parsing_is_lenient_about_space_case_and_comments() -> None:
@@ -338,7 +362,7 @@ def unprintable(**fields: object) -> np.ndarray:
     ({"gm": 0}, "field gm"),
     ({"imm": -0.0}, "field imm"),
     ({"b_mem": 0}, "operand b has no memory"),
-    ({"flags": 8}, "only .T, .ACC and .RELU"),
+    ({"flags": 16}, "only .T, .ACC, .RELU, .ATOMIC exist"),
     ({"dtype": 9}, "dtype code 9"),
     ({"op": 200}, "opcode code 200"),
 ])

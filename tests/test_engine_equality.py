@@ -242,7 +242,10 @@ def instruction(draw: st.DrawFn, b: StreamBuilder, symbols: list[Symbol]) -> Non
 
 
 @st.composite
-def core_stream(draw: st.DrawFn, symbols: list[Symbol], event_ids: int) -> np.ndarray:
+def core_stream(draw: st.DrawFn, symbols: list[Symbol], event_ids: int,
+                sync_alls: int = 0) -> np.ndarray:
+    """A random stream with flags from the sync pass, extra SET/WAIT pairs and
+    ``sync_alls`` SYNC_ALLs anywhere (every core of a program gets as many)."""
     b = StreamBuilder()
     for _ in range(draw(st.integers(0, 40))):
         draw(instruction(b, symbols))
@@ -258,16 +261,28 @@ def core_stream(draw: st.DrawFn, symbols: list[Symbol], event_ids: int) -> np.nd
         flag.emit(Op.SET_FLAG, pipe=src, pipe2=dst, event=event)
         flag.emit(Op.WAIT_FLAG, pipe=dst, pipe2=src, event=event)
         rows = rows[:i] + [flag.rows[0]] + rows[i:j] + [flag.rows[1]] + rows[j:]
+    meet = StreamBuilder()
+    meet.emit(Op.SYNC_ALL)
+    for _ in range(sync_alls):
+        i = draw(st.integers(0, len(rows)))
+        rows = rows[:i] + meet.rows + rows[i:]
     return np.array(rows, dtype=INSTR) if rows else np.zeros(0, dtype=INSTR)
 
 
+# How many times the cores of a random program meet at SYNC_ALL (often never).
+MEETINGS = st.sampled_from([0, 0, 1, 2, 3])
+
+
 @st.composite
-def random_programs(draw: st.DrawFn, target: Target) -> Program:
+def random_programs(draw: st.DrawFn, target: Target,
+                    sync_alls: st.SearchStrategy[int] = MEETINGS) -> Program:
     symbols = [Symbol(f"t{i}", draw(st.sampled_from(DTYPES)),
                       (draw(st.integers(1, 64)), draw(st.integers(1, 3000))), "tmp")
                for i in range(draw(st.integers(1, 4)))]
     ncores = draw(st.integers(1, min(4, target.cube_cores)))
-    cores = tuple(draw(core_stream(symbols, target.event_ids)) for _ in range(ncores))
+    meetings = draw(sync_alls)
+    cores = tuple(draw(core_stream(symbols, target.event_ids, meetings))
+                  for _ in range(ncores))
     return Program("random", target.name, tuple(symbols), cores)
 
 

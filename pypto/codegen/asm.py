@@ -28,10 +28,11 @@ from pypto.errors import AsmError
 from pypto.frontend.dtypes import BY_CODE, BY_NAME, BY_SUFFIX
 
 _E = TypeVar("_E", bound=IntEnum)
-_NO_DTYPE = frozenset({Op.SET_FLAG, Op.WAIT_FLAG, Op.BARRIER, Op.NOP})
+_NO_DTYPE = frozenset({Op.SET_FLAG, Op.WAIT_FLAG, Op.BARRIER, Op.SYNC_ALL, Op.NOP})
 _SYNC = frozenset({Op.SET_FLAG, Op.WAIT_FLAG})
 _WITH_IMM = isa.SCALAR_IMM | {Op.VDUP}
-_FLAGS = {"T": isa.F_TRANSPOSE, "ACC": isa.F_ACCUMULATE, "RELU": isa.F_RELU}
+_FLAGS = {"T": isa.F_TRANSPOSE, "ACC": isa.F_ACCUMULATE, "RELU": isa.F_RELU,
+          "ATOMIC": isa.F_ATOMIC}
 _ROLES = ("in", "out", "tmp")
 _MEMS = ", ".join(m.name for m in Mem if m != Mem.NONE)
 _OPERAND_EXAMPLE = "L1[0x0:16x16,16,1] or GM[A][0:16x16,16,1]"
@@ -177,8 +178,8 @@ def _decode(kind: type[_E], code: int, what: str) -> _E:
 
 def _mnemonic(op: Op, dtype: int, sdtype: int, flags: int) -> str:
     if flags & ~sum(_FLAGS.values()):
-        raise AsmError(f"cannot print {op.name} with flags {flags:#x}: only .T, .ACC and "
-                       ".RELU exist")
+        raise AsmError(f"cannot print {op.name} with flags {flags:#x}: only "
+                       f"{', '.join('.' + name for name in _FLAGS)} exist")
     text = op.name
     if op not in _NO_DTYPE:
         for code in (dtype, sdtype) if sdtype != dtype else (dtype,):
@@ -356,7 +357,7 @@ def _parse_suffixes(cursor: _Cursor, op: Op, suffixes: list[str], pos: int
             flags |= _FLAGS[key]
         else:
             cursor.fail(f"unexpected suffix '.{suffix}' on {op.name}: write "
-                        f"OP.DTYPE[.SOURCE_DTYPE][.T][.ACC] with DTYPE one of "
+                        f"OP.DTYPE[.SOURCE_DTYPE][.T][.ACC][.RELU][.ATOMIC] with DTYPE one of "
                         f"{', '.join(BY_SUFFIX)}", pos)
         pos += len(suffix) + 1
     if not dtypes and op not in _NO_DTYPE:

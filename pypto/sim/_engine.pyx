@@ -44,6 +44,7 @@ cdef enum:
     K_BARRIER = 6
     K_VECTOR = 7    # cost from d_rows x d_cols
     K_REDUCE = 8    # cost from d_rows x a_cols
+    K_SYNC_ALL = 9
 
 # run() status codes.
 cdef enum:
@@ -116,6 +117,7 @@ cdef struct Sim:
     int64_t line_bytes
     int64_t hit_latency
     int64_t miss_latency
+    int64_t sync_all_cycles
     # tables: by opcode (256), by dtype code (256), by path src * NMEMS + dst
     const uint8_t* kind
     const double* vector_cost
@@ -504,6 +506,8 @@ cdef double cost_bound(Sim* s, const Instr* r, int kind) noexcept nogil:
             return -1
         x = x * s.vector_cost[r.op] / s.vector_bpc + s.vector_overhead + 1
         return x if x < COST_LIMIT else -1
+    if kind == K_SYNC_ALL:
+        return <double>s.sync_all_cycles + 2
     if kind != K_COPY:
         return 2
     src, dst = r.a_mem, r.d_mem
@@ -554,19 +558,23 @@ cdef int64_t prepare(Sim* s, const Instr** code, const int64_t* length, const in
     first at ``set_base[c]``, ``wait_base[c]``). The k-th wait on a (source,
     destination, event) key takes the k-th set on it if that comes earlier in program
     order: ``wait_takes`` gets that set's number, or -1 (a deadlock when reached).
-    Returns the index of the first instruction outside the exact domain, or -1."""
-    cdef int64_t c, i, key, sets = 0, waits = 0
+    Returns the index of the first instruction outside the exact domain, or -1; cores
+    with unequal numbers of SYNC_ALLs are left to the reference too (it raises)."""
+    cdef int64_t c, i, key, sets = 0, waits = 0, sync_alls, first_sync_alls = 0
     cdef const Instr* r
     cdef int kind
     cdef double bound, budget = 0
     for c in range(ncores):
         set_base[c] = sets
         wait_base[c] = waits
+        sync_alls = 0
         for i in range(length[c]):
             r = code[c] + i
             kind = s.kind[r.op]
             if kind == K_INVALID or r.pipe >= NPIPES:
                 return offset[c] + i
+            if kind == K_SYNC_ALL:
+                sync_alls += 1
             if kind == K_SET or kind == K_WAIT:
                 if r.pipe2 >= NPIPES:
                     return offset[c] + i
@@ -599,6 +607,10 @@ cdef int64_t prepare(Sim* s, const Instr** code, const int64_t* length, const in
             if bound < 0:
                 return offset[c] + i
             budget += bound
+        if c == 0:
+            first_sync_alls = sync_alls
+        elif sync_alls != first_sync_alls:
+            return offset[c]
     if budget >= BUDGET_LIMIT:
         return 0
     return -1
@@ -666,7 +678,7 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
     cdef Sim s
     cdef int64_t ncores = len(cores), total = 0, c, k, g, pc, p, q, status = S_OK, err = -1
     cdef int64_t issue, start, slot_free, t, end, raised, free_at, complete, qd, src, taken
-    cdef int64_t heap_n = 0
+    cdef int64_t heap_n = 0, parked = 0, latest = 0, cc, at
     cdef int kind
     cdef const Instr* r
     cdef TraceRec* trace_ptr = NULL
@@ -684,6 +696,7 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
     s.hit_latency = scalars[7]
     s.miss_latency = scalars[8]
     s.sets = scalars[9]
+    s.sync_all_cycles = scalars[10]
     s.inv_sets = 1.0 / s.sets
     s.line_shift = -1
     for k in range(63):
@@ -707,7 +720,7 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
 
     # per-core arrays, one block of int64 (freed at the end)
     cdef int64_t* mem = <int64_t*>malloc(
-        sizeof(int64_t) * (ncores * (11 + 5 * NPIPES + NPIPES * qd) + 3 * NKEYS + 1))
+        sizeof(int64_t) * (ncores * (13 + 5 * NPIPES + NPIPES * qd) + 3 * NKEYS + 1))
     if mem == NULL:
         raise MemoryError()
     cdef const Instr** code = <const Instr**>malloc(sizeof(Instr*) * (ncores + 1))
@@ -725,7 +738,9 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
     cdef int64_t* wait_base = set_base + ncores
     cdef int64_t* sets_done = wait_base + ncores
     cdef int64_t* waits_done = sets_done + ncores
-    cdef int64_t* pipe_free = waits_done + ncores
+    cdef int64_t* arrival = waits_done + ncores          # at a SYNC_ALL: when, where
+    cdef int64_t* parked_pc = arrival + ncores
+    cdef int64_t* pipe_free = parked_pc + ncores
     cdef int64_t* pipe_done = pipe_free + ncores * NPIPES
     cdef int64_t* queued = pipe_done + ncores * NPIPES      # starts so far, per pipe
     cdef int64_t* ring_pos = queued + ncores * NPIPES       # where the next start goes
@@ -792,6 +807,38 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
                             queue_stall[c, p] += slot_free - issue
                             issue = slot_free
                     last_issue[c] = issue
+                    if kind == K_SYNC_ALL:
+                        # drain, then park (out of the heap) until every core has arrived
+                        t = issue
+                        for q in range(NPIPES):
+                            t = imax(t, pipe_done[c * NPIPES + q])
+                        arrival[c] = t
+                        parked_pc[c] = pc
+                        latest = imax(latest, t)
+                        parked += 1
+                        pcs[c] = pc + 1
+                        heap_n -= 1
+                        ht[0] = ht[heap_n]
+                        hc[0] = hc[heap_n]
+                        sift_down(ht, hc, heap_n, 0)
+                        if parked == ncores:    # the heap is empty: release everyone
+                            t = latest + s.sync_all_cycles
+                            for cc in range(ncores):
+                                for q in range(NPIPES):
+                                    k = cc * NPIPES + q
+                                    pipe_free[k] = imax(pipe_free[k], t)
+                                    pipe_done[k] = imax(pipe_done[k], t)
+                                last_issue[cc] = t - 1      # the next issues at the release
+                                at = parked_pc[cc]
+                                record(trace_ptr, offset[cc] + at, cc, at, code[cc] + at,
+                                       arrival[cc], t, &core_end[cc])
+                                if pcs[cc] < length[cc]:    # equal keys in core order: a heap
+                                    ht[heap_n] = t
+                                    hc[heap_n] = cc
+                                    heap_n += 1
+                            parked = 0
+                            latest = 0
+                        continue
                     if kind == K_BARRIER:
                         t = issue
                         for q in range(NPIPES):

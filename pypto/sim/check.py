@@ -1,13 +1,14 @@
 """Static checks of a program before timing it: every operand has a shape, every GM
 access stays inside its tensor, every on-chip access inside its memory (capacity and
-alignment). Vectorized over each core's arrays; the first problem is a ``SimError``
-naming the core, the instruction and what to fix."""
+alignment), only copies into GM are atomic, and every core executes equally many
+``SYNC_ALL`` instructions. Vectorized over each core's arrays; the first problem is a
+``SimError`` naming the core, the instruction and what to fix."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from pypto.codegen.isa import OPERANDS, Mem, Op
+from pypto.codegen.isa import F_ATOMIC, OPERANDS, Mem, Op
 from pypto.codegen.program import Program
 from pypto.errors import SimError
 from pypto.frontend.dtypes import BY_CODE
@@ -31,6 +32,12 @@ def check_program(program: Program, target: Target) -> None:
     for core, stream in enumerate(program.cores):
         if not len(stream):
             continue
+        atomic = (stream["flags"] & F_ATOMIC) != 0
+        if atomic.any():
+            _fail_if(program, core, atomic & ((stream["op"] != Op.COPY)
+                                              | (stream["d_mem"] != Mem.GM)),
+                     "an atomic (.ATOMIC) instruction must be a COPY into GM: only GM adds "
+                     "into what it holds")
         for prefix in OPERANDS:
             mem = stream[f"{prefix}_mem"].astype(np.int64)
             used = mem != 0
@@ -68,6 +75,20 @@ def check_program(program: Program, target: Target) -> None:
                 strict = chip & _CUBE_OR_VECTOR[stream["op"]]
                 _fail_if(program, core, strict & (addr % align != 0),
                          f"operand {prefix} is not aligned to its memory's alignment")
+
+
+    check_sync_all(program)
+
+
+def check_sync_all(program: Program) -> None:
+    """Every core executes equally many ``SYNC_ALL`` instructions (each is a meeting of
+    all the cores)."""
+    counts = [int(np.count_nonzero(stream["op"] == Op.SYNC_ALL)) for stream in program.cores]
+    for core, count in enumerate(counts):
+        if count != counts[0]:
+            raise SimError(f"{program.name}: core {core} has {count} SYNC_ALL"
+                           f"{'' if count == 1 else 's'} but core 0 has {counts[0]}: every core "
+                           "must meet at each SYNC_ALL")
 
 
 def _fail_if(program: Program, core: int, bad: np.ndarray, message: str) -> None:

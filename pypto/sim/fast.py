@@ -35,9 +35,9 @@ from pypto.sim.result import TRACE, SimResult
 from pypto.targets import Target
 
 # Kinds of instruction, as _engine.pyx numbers them.
-K_NOP, K_COPY, K_MMAD, K_SET, K_WAIT, K_BARRIER, K_VECTOR, K_REDUCE = range(1, 9)
+K_NOP, K_COPY, K_MMAD, K_SET, K_WAIT, K_BARRIER, K_VECTOR, K_REDUCE, K_SYNC_ALL = range(1, 10)
 _KIND_OF = {Op.NOP: K_NOP, Op.COPY: K_COPY, Op.MMAD: K_MMAD, Op.SET_FLAG: K_SET,
-            Op.WAIT_FLAG: K_WAIT, Op.BARRIER: K_BARRIER}
+            Op.WAIT_FLAG: K_WAIT, Op.BARRIER: K_BARRIER, Op.SYNC_ALL: K_SYNC_ALL}
 # Symbols' base addresses above this are left to the reference (see _engine.pyx).
 _MAX_GM_BYTES = 1 << 50
 
@@ -85,7 +85,8 @@ def _tables(target: Target) -> tuple[tuple[np.ndarray, ...], tuple]:
     scalars = (target.queue_depth, target.cube_issue_overhead, target.vector_issue_overhead,
                float(target.vector_bytes_per_cycle), float(target.l2_read_bytes_per_cycle),
                float(target.gm_bytes_per_cycle_chip), line, target.l2_hit_latency,
-               target.l2_miss_latency, max(1, target.l2_bytes // (line * L2_WAYS)))
+               target.l2_miss_latency, max(1, target.l2_bytes // (line * L2_WAYS)),
+               target.sync_all_cycles)
     tables = (_kinds(), vector_cost, itemsize, fractal.reshape(-1), path_ok, rate, latency,
               min_burst, row_cycles)
     return tables, scalars
@@ -106,6 +107,7 @@ def _supported(target: Target) -> bool:
     rates = [target.vector_bytes_per_cycle, target.l2_read_bytes_per_cycle,
              target.gm_bytes_per_cycle_chip, *(p.bytes_per_cycle for p in paths)]
     counts = [target.queue_depth, target.cube_issue_overhead, target.vector_issue_overhead,
+              target.sync_all_cycles,
               target.l2_hit_latency, target.l2_miss_latency, target.l2_line_bytes,
               target.l2_bytes, *(p.latency for p in paths), *(p.min_burst for p in paths)]
     return (all(isinstance(c, int) and abs(c) < 2**40 for c in counts)

@@ -29,6 +29,16 @@ Rules (one core; all cycle counts are integers, rounded up where a rate divides)
 * **Cores** run concurrently, each from cycle 0; the kernel takes the slowest core plus
   the launch overhead. Cores are advanced one instruction at a time, earliest issue
   time first (ties: lower core), which orders their use of L2 and the DRAM server.
+* **SYNC_ALL** (a barrier across cores, as AscendC's ``SyncAll``). A core that reaches
+  it drains as for ``BARRIER``: it *arrives* at max(issue, every pipe's completion) and
+  parks. When every core of the program has arrived at its k-th ``SYNC_ALL`` (counted
+  per core; every core must execute equally many, or it is an error), all are released
+  at the latest arrival + ``sync_all_cycles``: every pipe of each core is free and done
+  then, and each core's next instruction issues then (ties: lower core first). The
+  trace shows a ``SYNC_ALL`` from the core's arrival to the release. With one core it
+  is a ``BARRIER`` that takes ``sync_all_cycles``.
+* **Atomic copies.** A ``COPY`` with ``F_ATOMIC`` (accumulate into GM) is timed exactly
+  as the plain GM write it replaces: the same L2 lines, DRAM traffic and costs.
 """
 
 from __future__ import annotations
@@ -162,15 +172,25 @@ class ReferenceEngine:
         self.trace: list[tuple] = []
 
     def run(self, bound_cycles: int) -> SimResult:
+        from pypto.sim.check import check_sync_all
+
+        check_sync_all(self.program)
         cores = [_Core(i, s) for i, s in enumerate(self.program.cores)]
         heap = [(0, c.index) for c in cores if c.rows]
         heapq.heapify(heap)
+        parked: list[tuple[_Core, int, int]] = []   # at a SYNC_ALL: (core, index, arrival)
         while heap:
             _, i = heapq.heappop(heap)
             core = cores[i]
-            self.step(core)
+            arrival = self.step(core)
             core.pc += 1
-            if core.pc < len(core.rows):
+            if arrival is not None:
+                parked.append((core, core.pc - 1, arrival))
+                if len(parked) == len(cores):
+                    for resumed in self.release(parked):
+                        heapq.heappush(heap, (resumed.next_issue(), resumed.index))
+                    parked = []
+            elif core.pc < len(core.rows):
                 heapq.heappush(heap, (core.next_issue(), i))
         core_cycles = np.array([max([c.end, *c.done]) for c in cores], dtype=np.int64)
         cycles = self.target.launch_overhead_cycles + (int(core_cycles.max()) if len(cores) else 0)
@@ -190,8 +210,26 @@ class ReferenceEngine:
         return SimError(f"{self.program.name}, core {core.index}, instruction {core.pc} "
                         f"({text}): {message}")
 
+    def release(self, parked: list[tuple[_Core, int, int]]) -> list[_Core]:
+        """Release the cores parked at a SYNC_ALL (all of them); those with instructions
+        left, to be resumed."""
+        release = max(arrival for _, _, arrival in parked) + self.target.sync_all_cycles
+        resumed = []
+        for core, index, arrival in parked:
+            for q in range(NPIPES):
+                core.free[q] = max(core.free[q], release)
+                core.done[q] = max(core.done[q], release)
+            core.last_issue = release - 1   # the next instruction issues at the release
+            self.record(core, core.rows[index][F["pipe"]], Op.SYNC_ALL, arrival, release,
+                        index)
+            if core.pc < len(core.rows):
+                resumed.append(core)
+        return resumed
+
     # -- one instruction --------------------------------------------------------------
-    def step(self, core: _Core) -> None:
+    def step(self, core: _Core) -> int | None:
+        """Time the core's next instruction; for a SYNC_ALL, return the core's arrival
+        there (it then waits for the others) instead."""
         row = core.rows[core.pc]
         op, p = Op(row[F["op"]]), row[F["pipe"]]
         issue = core.next_issue()
@@ -202,6 +240,8 @@ class ReferenceEngine:
                 issue = slot_free
         core.last_issue = issue
 
+        if op == Op.SYNC_ALL:
+            return max(issue, *core.done)
         if op == Op.BARRIER:
             t = max(issue, *core.done)
             end = t + 1
@@ -211,11 +251,11 @@ class ReferenceEngine:
             core.last_issue = end
             core.end = max(core.end, end)
             self.record(core, p, op, t, end)
-            return
+            return None
         if op == Op.NOP:
             core.end = max(core.end, issue + 1)
             self.record(core, p, op, issue, issue + 1)
-            return
+            return None
 
         start = max(issue, core.free[p])
         self.starved[core.index, p] += max(0, issue - core.free[p])
@@ -224,7 +264,7 @@ class ReferenceEngine:
             raised = max(start, core.done[p]) + 1
             core.flags[(p, row[F["pipe2"]], row[F["event"]])].append(raised)
             self.record(core, p, op, start, raised)
-            return
+            return None
         if op == Op.WAIT_FLAG:
             src = row[F["pipe2"]]
             key = (src, p, row[F["event"]])
@@ -239,7 +279,7 @@ class ReferenceEngine:
             core.free[p] = t + 1
             core.done[p] = max(core.done[p], t + 1)
             self.record(core, p, op, start, t + 1)
-            return
+            return None
         if op == Op.COPY:
             free, complete = self.copy(row, start)
         elif op == Op.MMAD:
@@ -254,11 +294,14 @@ class ReferenceEngine:
         core.free[p] = free
         core.done[p] = max(core.done[p], complete)
         self.record(core, p, op, start, complete)
+        return None
 
-    def record(self, core: _Core, pipe: int, op: Op, start: int, end: int) -> None:
+    def record(self, core: _Core, pipe: int, op: Op, start: int, end: int,
+               index: int | None = None) -> None:
         core.end = max(core.end, end)
         if self.want_trace:
-            self.trace.append((core.index, core.pc, pipe, int(op), start, end))
+            self.trace.append((core.index, core.pc if index is None else index, pipe,
+                               int(op), start, end))
 
     # -- costs --------------------------------------------------------------------------
     def mmad_cycles(self, row: tuple) -> int:

@@ -57,6 +57,7 @@ _SCALARS = (
     ("vector", "issue_overhead", "vector_issue_overhead", "int>=0"),
     ("sync", "event_ids", "event_ids", "int>0"),
     ("sync", "queue_depth", "queue_depth", "int>0"),
+    ("sync", "sync_all_cycles", "sync_all_cycles", "int>0"),
     ("l2", "bytes", "l2_bytes", "int>0"),
     ("l2", "read_bytes_per_cycle", "l2_read_bytes_per_cycle", "num>0"),
     ("l2", "write_bytes_per_cycle", "l2_write_bytes_per_cycle", "num>0"),
@@ -145,6 +146,7 @@ class Target:
     vector_op_cycles: Mapping[str, float]
     event_ids: int
     queue_depth: int
+    sync_all_cycles: int
     l2_bytes: int
     l2_read_bytes_per_cycle: float
     l2_write_bytes_per_cycle: float
