@@ -16,7 +16,8 @@ from pypto.codegen.program import Program, StreamBuilder, Symbol
 from pypto.codegen.sync import insert_sync
 from pypto.errors import ScheduleError, UnsupportedError
 from pypto.frontend.dtypes import BY_NAME
-from pypto.ir.workload import Workload
+from pypto.frontend.layouts import nz_shape
+from pypto.ir.workload import TensorSpec, Workload
 from pypto.schedule_space import validate
 from pypto.schedule_space.schedule import Schedule
 from pypto.targets import Target
@@ -38,7 +39,8 @@ def lower(wl: Workload, schedule: Schedule, target: Target, *, name: str = "work
                             f"on {target.name}: " + "; ".join(problems))
     in_names = list(input_names or [f"in{i}" for i in range(len(wl.inputs))])
     out_names = list(output_names or [f"out{i}" for i in range(len(wl.outputs))])
-    symbols = [Symbol(n, BY_NAME[s.dtype], s.shape, "in") for n, s in zip(in_names, wl.inputs)]
+    symbols = [Symbol(n, BY_NAME[s.dtype], _stored_shape(s), "in")
+               for n, s in zip(in_names, wl.inputs)]
     symbols += [Symbol(n, BY_NAME[wl.nodes[o].dtype], wl.nodes[o].shape, "out")
                 for n, o in zip(out_names, wl.outputs)]
     gm_in = {i: i for i in range(len(wl.inputs))}
@@ -49,3 +51,10 @@ def lower(wl: Workload, schedule: Schedule, target: Target, *, name: str = "work
         sb.rows = insert_sync(sb.rows, target.event_ids)
         cores.append(sb.array())
     return Program(name, target.name, tuple(symbols), tuple(cores))
+
+
+def _stored_shape(spec: TensorSpec) -> tuple[int, ...]:
+    """The shape of an input as it lies in GM (an NZ matrix is stored in blocks)."""
+    if spec.layout == "NZ":
+        return nz_shape(spec.shape, BY_NAME[spec.dtype].itemsize)
+    return spec.shape

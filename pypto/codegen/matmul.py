@@ -21,6 +21,7 @@ from pypto.codegen.place import Arenas, Slots
 from pypto.codegen.program import Operand, StreamBuilder
 from pypto.codegen.vector_chain import ChainEmitter, Tile
 from pypto.frontend.dtypes import BY_NAME
+from pypto.frontend.layouts import nz_shape
 from pypto.ir.workload import Workload
 from pypto.schedule_space.matmul import (
     ACC_DTYPE,
@@ -132,32 +133,39 @@ class _Ctx:
     def load(self, sb: StreamBuilder, c: _Chunk) -> None:
         """GM -> L1 of A and B, as stored (a transposed operand turns on the way to L0)."""
         sh, mm = self.sh, self.wl.nodes[self.mm_i]
-        a_node, b_node = self.wl.nodes[mm.args[0]], self.wl.nodes[mm.args[1]]
         mcur, ncur = self.extents(c)
-        a_base = _batch_offset(a_node, c.batch, sh.batch)
-        b_base = _batch_offset(b_node, c.batch, sh.batch)
-        a_rs, a_cs = a_node.attr("strides")[-2:]
-        b_rs, b_cs = b_node.attr("strides")[-2:]
         a_addr, b_addr = self.a_l1.addr(c.index), self.b_l1.addr(c.index)
-        a_sym, b_sym = self.gm_in[a_node.attr("input")], self.gm_in[b_node.attr("input")]
+        # (L1 address, L1 row stride, stored rows from, rows, stored columns from, columns)
         if sh.transpose_a:
-            dst = Operand(self.a_l1.mem, a_addr, c.kcur, mcur, self.m1)
-            src = Operand(Mem.GM, a_base + c.k_at * a_rs + c.m_at * a_cs, c.kcur, mcur, a_rs,
-                          a_cs, gm=a_sym)
+            a_tile = (a_addr, self.m1, c.k_at, c.kcur, c.m_at, mcur)
         else:
-            dst = Operand(self.a_l1.mem, a_addr, mcur, c.kcur, self.k1)
-            src = Operand(Mem.GM, a_base + c.m_at * a_rs + c.k_at * a_cs, mcur, c.kcur, a_rs,
-                          a_cs, gm=a_sym)
-        sb.emit(Op.COPY, dst, src, dtype=self.in_dt)
+            a_tile = (a_addr, self.k1, c.m_at, mcur, c.k_at, c.kcur)
         if sh.transpose_b:
-            dst = Operand(self.b_l1.mem, b_addr, ncur, c.kcur, self.k1)
-            src = Operand(Mem.GM, b_base + c.n_at * b_rs + c.k_at * b_cs, ncur, c.kcur, b_rs,
-                          b_cs, gm=b_sym)
+            b_tile = (b_addr, self.k1, c.n_at, ncur, c.k_at, c.kcur)
         else:
-            dst = Operand(self.b_l1.mem, b_addr, c.kcur, ncur, self.n1)
-            src = Operand(Mem.GM, b_base + c.k_at * b_rs + c.n_at * b_cs, c.kcur, ncur, b_rs,
-                          b_cs, gm=b_sym)
-        sb.emit(Op.COPY, dst, src, dtype=self.in_dt)
+            b_tile = (b_addr, self.n1, c.k_at, c.kcur, c.n_at, ncur)
+        for operand, tile in ((mm.args[0], a_tile), (mm.args[1], b_tile)):
+            self.load_tile(sb, self.a_l1.mem, self.wl.nodes[operand], c.batch, *tile)
+
+    def load_tile(self, sb: StreamBuilder, l1: Mem, node: Any, batch: int, addr: int,
+                  l1_rs: int, r_at: int, rows: int, c_at: int, cols: int) -> None:
+        """Rows ``r_at:+rows``, columns ``c_at:+cols`` of a stored operand into L1: one
+        strided copy, or for an NZ operand one contiguous copy per column block (whole
+        blocks: the space keeps tiles on block boundaries, and L1 tiles have room)."""
+        spec = self.wl.inputs[node.attr("input")]
+        sym = self.gm_in[node.attr("input")]
+        if spec.layout != "NZ":
+            base = _batch_offset(node, batch, self.sh.batch)
+            rs, cs = node.attr("strides")[-2:]
+            sb.emit(Op.COPY, Operand(l1, addr, rows, cols, l1_rs),
+                    Operand(Mem.GM, base + r_at * rs + c_at * cs, rows, cols, rs, cs, gm=sym),
+                    dtype=self.in_dt)
+            return
+        _, rpad, c0 = nz_shape(spec.shape, self.isz)
+        for block in range(c_at // c0, (c_at + cols - 1) // c0 + 1):
+            dst = Operand(l1, addr + (block * c0 - c_at) * self.isz, rows, c0, l1_rs)
+            src = Operand(Mem.GM, (block * rpad + r_at) * c0, rows, c0, c0, 1, gm=sym)
+            sb.emit(Op.COPY, dst, src, dtype=self.in_dt)
 
     def compute(self, sb: StreamBuilder, c: _Chunk, l0_ctr: tuple[int, int]) -> tuple[int, int]:
         """L1 -> L0A/L0B and MMADs for one chunk; after the block's last chunk, the drain

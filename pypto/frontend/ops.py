@@ -101,6 +101,7 @@ def _record(op_name: str, inputs: list[Tensor], attrs: dict[str, Any],
         raise KernelError("a symbolic tensor escaped its kernel trace and was used afterwards; "
                           "return it from the kernel to get a concrete tensor")
     ids = tuple(_node_id(graph, t) for t in inputs)
+    layout = "ND" if layout == "NZ" else layout  # results are stored row-major
     node = graph.add(op_name, ids, attrs, shape, dtype, layout)
     return Tensor(node.shape, dtype, layout, graph=graph, node=node.id)
 

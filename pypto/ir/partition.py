@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pypto.errors import UnsupportedError
+from pypto.errors import LayoutError, UnsupportedError
 from pypto.frontend.kernel import FusePolicy
 from pypto.ir.graph import ELEMENTWISE, REDUCTIONS, VIEW_OPS, Graph, Node
 from pypto.ir.views import View, contiguous_strides
@@ -333,6 +333,7 @@ class _Partitioner:
         steps = []
         for g in self._ordered_groups():
             wl, in_nodes, out_nodes = self._workload(g, graph_out | used_outside)
+            check_nz_operands(wl)
             steps.append(Step(wl, tuple(buffer_for(b) for b in in_nodes),
                               tuple(buffer_for(o) for o in out_nodes)))
         by_id = sorted(buffers.values(), key=lambda b: b.id)
@@ -436,3 +437,21 @@ def _canonical_operand(v: View, transposed: bool, batch: tuple[int, ...]) -> tup
 def partition(graph: Graph, fuse: FusePolicy | None = None) -> Plan:
     """Split ``graph`` into workloads and the GM buffers that connect them."""
     return _Partitioner(graph, fuse or FusePolicy()).run()
+
+
+def check_nz_operands(wl: Workload) -> None:
+    """A tensor stored in fractal NZ can only be read whole, as an operand of a matmul
+    (the only reader that loads it block by block)."""
+    for i, spec in enumerate(wl.inputs):
+        if spec.layout != "NZ":
+            continue
+        loads = {j for j, n in enumerate(wl.nodes) if n.op == "load" and n.attr("input") == i}
+        whole = all(wl.nodes[j].shape == spec.shape and wl.nodes[j].attr("offset") == 0
+                    and tuple(wl.nodes[j].attr("strides")) == (spec.shape[1], 1)
+                    for j in loads)
+        readers = {n.op for n in wl.nodes if loads & set(n.args)}
+        if wl.family != "matmul" or not whole or readers - {"matmul"}:
+            raise LayoutError(
+                f"a {spec.dtype}{list(spec.shape)} tensor in layout 'NZ' (fractal) can only "
+                "be an operand of pypto.matmul, read whole (use transpose_a/transpose_b "
+                "instead of .T or slicing); pass it in layout 'ND' for other uses")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pypto.frontend.dtypes import BY_NAME
+from pypto.frontend.layouts import nz_c0
 from pypto.ir.workload import Workload
 from pypto.schedule_space import vector
 from pypto.schedule_space.cube import memory_constraints
@@ -79,6 +80,37 @@ def sub_block_problems(m1: int, n1: int, m0: int, n0: int) -> list[str]:
         out.append(f"m0={m0} x n0={n0} cuts the {m1}x{n1} block into "
                    f"{(m1 // m0) * (n1 // n0)} sub-blocks; at most {MAX_SUB_BLOCKS}")
     return out
+
+
+def nz_blocks(wl: Workload) -> dict[str, tuple[int, str]]:
+    """For each operand stored in NZ, the knob that sets the stored column extent of its
+    tiles, with the column block (C0) it must be a multiple of and the dtype."""
+    sh = shape_of(wl)
+    mm = next(n for n in wl.nodes if n.op == "matmul")
+    out: dict[str, tuple[int, str]] = {}
+    for arg, knob in ((mm.args[0], "m1" if sh.transpose_a else "k1"),
+                      (mm.args[1], "k1" if sh.transpose_b else "n1")):
+        spec = wl.inputs[wl.nodes[arg].attr("input")]
+        if spec.layout == "NZ":
+            c0 = nz_c0(BY_NAME[spec.dtype].itemsize)
+            out[knob] = (math.lcm(c0, out.get(knob, (1, ""))[0]), spec.dtype)
+    return out
+
+
+def nz_problems(wl: Workload, s: Any) -> list[str]:
+    """Tiles of an operand stored in NZ must start and end on its column blocks."""
+    return [f"{knob}={s[knob]} must be a multiple of {c0}: an operand stored in layout NZ "
+            f"is read in column blocks of {c0} {dtype} elements"
+            for knob, (c0, dtype) in nz_blocks(wl).items() if knob in s and s[knob] % c0]
+
+
+def tile_units(wl: Workload, target: Target) -> tuple[int, int, int]:
+    """The units of m1, k1 and n1: the cube's fractal, and for an operand stored in NZ
+    also its column block (so tiles start and end on blocks)."""
+    fm, fk, fn = target.fractal(shape_of(wl).dtype)
+    blocks = nz_blocks(wl)
+    return tuple(math.lcm(unit, blocks.get(knob, (1, ""))[0])  # type: ignore[return-value]
+                 for unit, knob in ((fm, "m1"), (fk, "k1"), (fn, "n1")))
 
 
 def k_parts(k: int, k1: int, split_k: int) -> list[tuple[int, int]]:
@@ -211,7 +243,7 @@ def violations(wl: Workload, s: Schedule, target: Target) -> list[str]:
     if not 1 <= s["cores"] <= target.cube_cores:
         out.append(f"cores={s['cores']} must be in 1..{target.cube_cores} "
                    f"({target.name} has {target.cube_cores} cube cores)")
-    out += split_problems(wl, s["k1"], s.get("split_k", 1))
+    out += split_problems(wl, s["k1"], s.get("split_k", 1)) + nz_problems(wl, s)
     if out:
         return out
     return out + memory_problems(footprints(wl, s, target), target, s)
@@ -252,7 +284,8 @@ def default(wl: Workload, target: Target) -> Schedule:
     fractals, k1 = 4 x k0, double buffering; shrink (accumulator depth first, then
     k1, then the block) until everything fits."""
     sh = shape_of(wl)
-    fm, fk, fn = target.fractal(sh.dtype)
+    _, fk, _ = target.fractal(sh.dtype)
+    fm, _, fn = tile_units(wl, target)
     m1 = min(128, round_up(sh.m, fm))
     n1 = min(256, round_up(sh.n, fn))
     k0 = min(4 * fk, round_up(sh.k, fk))
@@ -322,18 +355,20 @@ def space(wl: Workload, target: Target) -> Space:
     """The matmul schedule space (axes in dependency order; constraints per memory)."""
     sh = shape_of(wl)
     fm, fk, fn = target.fractal(sh.dtype)
+    um, uk, un = tile_units(wl, target)
     isz = BY_NAME[sh.dtype].itemsize
     acc_isz = BY_NAME[ACC_DTYPE[sh.dtype]].itemsize
     k0s = _sizes(sh.k, fk, 16 * fk)
-    k1s = tuple(sorted({k for k in _sizes(sh.k, fk, 128 * fk)} |
-                       {round_up(sh.k, k0) for k0 in k0s if round_up(sh.k, k0) <= 128 * fk}))
+    k1s = tuple(sorted(k for k in set(_sizes(sh.k, fk, 128 * fk)) |
+                       {round_up(sh.k, k0) for k0 in k0s if round_up(sh.k, k0) <= 128 * fk}
+                       if k % uk == 0))
     depths = tuple(range(1, MAX_DEPTH + 1))
     chain = epilogue_chain(wl)
     cores = tuple(sorted({c for c in CORE_GRID if c <= target.cube_cores}
                          | {target.cube_cores}))
     axes = [
-        Axis("m1", _sizes(sh.m, fm, 512), "output block rows (held in the accumulator)"),
-        Axis("n1", _sizes(sh.n, fn, 512), "output block columns"),
+        Axis("m1", _sizes(sh.m, um, 512), "output block rows (held in the accumulator)"),
+        Axis("n1", _sizes(sh.n, un, 512), "output block columns"),
         Axis("l0c_depth", depths, "accumulator buffers (2+: drain overlaps compute)"),
         Axis("m0", _sizes(sh.m, fm, 512), "rows of the sub-block one MMAD computes"),
         Axis("n0", _sizes(sh.n, fn, 512), "columns of the sub-block one MMAD computes"),
@@ -370,6 +405,7 @@ def space(wl: Workload, target: Target) -> Space:
     constraints = memory_constraints(target, isz, acc_isz, chain, "m0", "n0",
                                      epilogue_axis=True)
     constraints += [Constraint(("m1", "n1", "m0", "n0"), sub_block),
+                    Constraint(("m1", "n1", "k1"), lambda k: nz_problems(wl, k)),
                     Constraint(("k1", "split_k"), split),
                     Constraint(("m1", "n1", "split_k", "cores"), core_count)]
     constraints += shared_memory_constraint(wl, target, axes, footprints)
