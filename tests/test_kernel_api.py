@@ -178,7 +178,9 @@ def test_kernel_schedule_option_is_used_as_explicit(abc) -> None:
     assert compiled.sources == ["explicit"]
     # knobs the schedule left out get their neutral values
     assert dict(compiled.schedules[0]) == {**sched, "block_order": "mn", "swizzle": 1,
-                                           "epilogue": "VEC"}
+                                           "epilogue": "VEC", "split_k": 1, "m0_parts": 1,
+                                           "n0_parts": 1, "l0_order": "mn", "a_layout": "ND",
+                                           "b_layout": "ND"}
     default = pypto.kernel(lambda x, y: pypto.matmul(x, y)).lower(a, b)
     assert compiled.programs[0] != default.programs[0]
     close(k(a, b), f32(a) @ f32(b), tol=2e-2)

@@ -1,4 +1,4 @@
-"""The L0 level of matmul: m0 x n0 sub-blocks per MMAD, walked in l0_order."""
+"""The L0 level of matmul: m0_parts x n0_parts sub-blocks per MMAD, walked in l0_order."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def _sub_blocked(space, rng: random.Random):  # type: ignore[no-untyped-def]
     """A random valid point whose blocks are cut into more than one sub-block."""
     for _ in range(200):
         s = space.sample(rng)
-        if (s["m0"], s["n0"]) != (s["m1"], s["n1"]):
+        if s["m0_parts"] * s["n0_parts"] > 1:
             return s
     raise AssertionError(f"no sub-blocked point in {space}")
 
@@ -55,8 +55,8 @@ def test_the_walk_reloads_only_the_tile_that_changes():
     wl = pypto.kernel(pypto.matmul).lower(pypto.spec((128, 32), "float16"),
                                           pypto.spec((32, 128), "float16"),
                                           target=TARGET).workloads[0]
-    base = default_schedule(wl, TARGET).replace(m1=128, n1=128, k0=32, k1=32, cores=1, m0=32,
-                                                n0=64)
+    base = default_schedule(wl, TARGET).replace(m1=128, n1=128, k0=32, k1=32, cores=1,
+                                                m0_parts=4, n0_parts=2)
     mn, nm = base.replace(l0_order="mn"), base.replace(l0_order="nm")
     assert not validate(wl, mn, TARGET) and not validate(wl, nm, TARGET)
     p_mn, p_nm = lower(wl, mn, TARGET), lower(wl, nm, TARGET)
@@ -66,12 +66,17 @@ def test_the_walk_reloads_only_the_tile_that_changes():
     assert mmads == [8]
 
 
-def test_sub_blocks_must_divide_and_stay_few():
+def test_sub_blocks_are_whole_fractals_and_few():
     wl = pypto.kernel(pypto.matmul).lower(pypto.spec((256, 256), "float16"),
                                           pypto.spec((256, 256), "float16"),
                                           target=TARGET).workloads[0]
-    s = default_schedule(wl, TARGET).replace(m1=128, n1=256)
-    assert any("m0=48 must divide m1=128" in p for p in validate(wl, s.replace(m0=48), TARGET))
-    problems = validate(wl, s.replace(m0=16, n0=16), TARGET)
-    assert any("128 sub-blocks; at most 8" in p for p in problems), problems
+    s = default_schedule(wl, TARGET).replace(m1=48, n1=256)
+    problems = validate(wl, s.replace(m0_parts=2), TARGET)
+    assert any("m0_parts=2 must cut m1=48 into whole fractals" in p for p in problems), problems
+    problems = validate(wl, s.replace(m1=128, m0_parts=4, n0_parts=4), TARGET)
+    assert any("makes more than 8 sub-blocks" in p for p in problems), problems
+    assert any("m0_parts=3 must be one of" in p for p in validate(wl, s.replace(m0_parts=3),
+                                                                   TARGET))
+    # changing the block keeps the cut: parts, not sizes
+    assert not validate(wl, s.replace(m1=128, m0_parts=2).replace(m1=64), TARGET)
     assert any("l0_order='km'" in p for p in validate(wl, s.replace(l0_order="km"), TARGET))

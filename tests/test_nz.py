@@ -12,7 +12,7 @@ import pypto
 from pypto.errors import LayoutError
 from pypto.frontend.dtypes import BY_NAME
 from pypto.frontend.layouts import from_nz, nz_shape, to_nz
-from pypto.schedule_space import default_schedule, validate
+from pypto.schedule_space import default_schedule, space_for, validate
 from pypto.targets import available_targets, load_target
 from tests.strategies import assert_close, random_schedule, run_both
 
@@ -95,3 +95,45 @@ def test_nz_is_only_for_whole_matmul_operands():
         pypto.tensor(np.ones((2, 3, 4)), dtype="float16", layout="NZ")
     out = pypto.kernel(lambda a, b: pypto.matmul(a, b))(x, w)
     assert out.layout == "ND" and np.allclose(out.numpy(), 32.0)
+
+
+def test_a_captured_weight_may_be_stored_either_way():
+    """A constant the kernel captures is PyPTO's to store: the space offers ND and NZ
+    for it, both give the right numbers, and an argument gets no such choice."""
+    rng = np.random.default_rng(5)
+    w = rng.integers(-3, 3, (96, 80))
+    weight = pypto.tensor(w, dtype="float16")
+    x = pypto.tensor(rng.integers(-3, 3, (40, 96)), dtype="float16")
+
+    def fn(a):  # type: ignore[no-untyped-def]
+        return pypto.matmul(a, weight)
+
+    compiled = pypto.kernel(fn).lower(x, target=TARGET)
+    wl = compiled.workloads[0]
+    assert wl.inputs[1].const and not wl.inputs[0].const
+    space = space_for(wl, TARGET)
+    assert space.axes["b_layout"].choices == ("ND", "NZ")
+    assert space.axes["a_layout"].choices == ("ND",)
+    s = compiled.schedules[0]
+    for layout in ("ND", "NZ"):
+        out = compiled.with_schedule(0, s.replace(b_layout=layout))(x)
+        np.testing.assert_array_equal(out.numpy().astype(np.int64), x.numpy().astype(np.int64) @ w)
+    problems = validate(wl, s.replace(a_layout="NZ"), TARGET)
+    assert any("a_layout='NZ' must be one of ('ND',)" in p for p in problems), problems
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.integers(1, 70), st.integers(1, 70), st.integers(1, 90),
+       st.sampled_from(["float16", "int8"]), st.booleans())
+def test_captured_weights_in_random_layouts_match_numpy(data, m, n, k, dtype, tb):
+    rng = np.random.default_rng(m + n + k)
+    weight = pypto.tensor(rng.integers(-3, 3, (n, k) if tb else (k, n)), dtype=dtype)
+    x = pypto.tensor(rng.integers(-3, 3, (m, k)), dtype=dtype)
+
+    def fn(a):  # type: ignore[no-untyped-def]
+        return pypto.matmul(a, weight, transpose_b=tb)
+
+    compiled = pypto.kernel(fn).lower(x, target=TARGET)
+    s = data.draw(random_schedule(compiled.workloads[0], TARGET))
+    npu, cpu, _ = run_both(fn, x, schedules={0: s}, target="ascend910b")
+    assert_close(npu, cpu, "")

@@ -23,11 +23,13 @@ from pypto.codegen.vector_chain import ChainEmitter, Tile
 from pypto.frontend.dtypes import BY_NAME
 from pypto.frontend.layouts import nz_shape
 from pypto.ir.workload import Workload
+from pypto.schedule_space import input_layouts
 from pypto.schedule_space.matmul import (
     ACC_DTYPE,
     epilogue_chain,
     k_parts,
     shape_of,
+    sub_block,
     zero_tile_elements,
 )
 from pypto.schedule_space.schedule import Schedule
@@ -42,7 +44,7 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     in_dt, acc_dt, out_dt = BY_NAME[sh.dtype], BY_NAME[ACC_DTYPE[sh.dtype]], BY_NAME[mm.dtype]
     isz = in_dt.itemsize
     m1, n1, k1, k0 = s["m1"], s["n1"], s["k1"], s["k0"]
-    m0, n0 = s.get("m0", m1), s.get("n0", n1)
+    m0, n0 = sub_block(s)
     arenas = Arenas(target)
     stage = arenas.role("stage")
     a_l1 = stage.alloc(m1 * k1 * isz, s["l1_depth"])
@@ -63,7 +65,8 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     parts = k_parts(sh.k, k1, s.get("split_k", 1))
     ctx = _Ctx(sh, wl, mm_i, in_dt, acc_dt, out_dt, isz, m1, n1, k1, k0, m0, n0,
                s.get("l0_order", "mn"), a_l1, b_l1, l0a, l0b, l0c, emitter, gm_in, gm_out,
-               wl.outputs[0] if fix_relu else None, len(parts) > 1)
+               wl.outputs[0] if fix_relu else None, len(parts) > 1,
+               tuple(input_layouts(wl, s)))
     units = [(blk, part) for blk in blocks for part in parts]
     zero, tile = None, zero_tile_elements(out_dt.itemsize, target)
     if len(parts) > 1:
@@ -126,6 +129,7 @@ class _Ctx:
     gm_out: dict[int, int]
     fix_relu_output: int | None = None  # the ReLU chain's output node, applied by FIX
     atomic: bool = False                # split-K: partial sums add into GM
+    layouts: tuple[str, ...] = ()       # how each input lies in GM (ND or NZ)
 
     def extents(self, c: _Chunk) -> tuple[int, int]:
         return min(self.m1, self.sh.m - c.m_at), min(self.n1, self.sh.n - c.n_at)
@@ -154,7 +158,7 @@ class _Ctx:
         blocks: the space keeps tiles on block boundaries, and L1 tiles have room)."""
         spec = self.wl.inputs[node.attr("input")]
         sym = self.gm_in[node.attr("input")]
-        if spec.layout != "NZ":
+        if self.layouts[node.attr("input")] != "NZ":
             base = _batch_offset(node, batch, self.sh.batch)
             rs, cs = node.attr("strides")[-2:]
             sb.emit(Op.COPY, Operand(l1, addr, rows, cols, l1_rs),

@@ -260,7 +260,8 @@ def workload_from_spec(spec: str | dict[str, Any]) -> Workload:
     try:
         data = json.loads(spec) if isinstance(spec, str) else spec
         inputs = tuple(TensorSpec(tuple(int(d) for d in i["shape"]), str(i["dtype"]),
-                                  str(i["layout"])) for i in data["inputs"])
+                                  str(i["layout"]), bool(i.get("const", False)))
+                       for i in data["inputs"])
         nodes = tuple(WNode(str(n["op"]), tuple(int(a) for a in n["args"]), _attrs(n["attrs"]),
                             tuple(int(d) for d in n["shape"]), str(n["dtype"]))
                       for n in data["nodes"])

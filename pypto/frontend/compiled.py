@@ -9,7 +9,7 @@ import numpy as np
 
 from pypto.errors import KernelError, ScheduleError
 from pypto.frontend import dtypes
-from pypto.frontend.layouts import from_nz, to_nz
+from pypto.frontend.layouts import to_nz
 from pypto.frontend.tensor import Tensor
 from pypto.ir.graph import Graph
 from pypto.ir.partition import Plan, partition
@@ -117,37 +117,29 @@ class Compiled:
 
     def __call__(self, *tensors: Tensor) -> Any:
         """Run on the simulated NPU; returns the kernel's outputs as tensors."""
+        from pypto.schedule_space import input_layouts
         from pypto.sim.executor import execute
 
         self._check_args(tensors)
         gm: dict[int, np.ndarray] = {}
         for t, bid in zip(tensors, self.plan.inputs):
-            gm[bid] = self._stored(bid, t._data)  # type: ignore[arg-type]
+            gm[bid] = np.ascontiguousarray(t._data).reshape(-1)  # type: ignore[union-attr]
         for buf in self.plan.buffers:
             if buf.kind == "const":
-                gm[buf.id] = self._stored(buf.id, np.asarray(self.graph.consts[buf.node],
-                                                             dtype=buf.dtype))
+                gm[buf.id] = np.ascontiguousarray(self.graph.consts[buf.node],
+                                                  dtype=buf.dtype).reshape(-1)
             elif buf.id not in gm:
                 gm[buf.id] = np.empty(int(np.prod(buf.shape)), dtype=buf.dtype)
-        for step, program in zip(self.plan.steps, self.programs):
-            execute(program, self.target, [gm[b] for b in step.inputs + step.outputs])
-        arrays = [self._logical(bid, gm[bid]).reshape(shape).copy()
-                  for bid, shape in self.plan.outputs]
+        nz: dict[int, np.ndarray] = {}  # buffers a program reads in NZ, formatted once
+        for step, program, sched in zip(self.plan.steps, self.programs, self.schedules):
+            args = []
+            for b, layout in zip(step.inputs, input_layouts(step.workload, sched)):
+                if layout == "NZ" and b not in nz:
+                    nz[b] = to_nz(gm[b].reshape(self.plan.buffers[b].shape))
+                args.append(nz[b] if layout == "NZ" else gm[b])
+            execute(program, self.target, args + [gm[b] for b in step.outputs])
+        arrays = [gm[bid].reshape(shape).copy() for bid, shape in self.plan.outputs]
         return pack_outputs(self.graph, self.structure, arrays)
-
-    def _nz(self, bid: int) -> bool:
-        return self.graph.nodes[self.plan.buffers[bid].node].layout == "NZ"
-
-    def _stored(self, bid: int, data: np.ndarray) -> np.ndarray:
-        """A buffer's data as it lies in GM, flat: row-major, or in blocks for NZ."""
-        if self._nz(bid):
-            return to_nz(np.asarray(data, dtype=self.plan.buffers[bid].dtype))
-        return np.ascontiguousarray(data).reshape(-1)
-
-    def _logical(self, bid: int, stored: np.ndarray) -> np.ndarray:
-        if self._nz(bid):
-            return from_nz(stored, self.plan.buffers[bid].shape)  # type: ignore[arg-type]
-        return stored
 
     def run_reference(self, *tensors: Tensor) -> Any:
         """Run the same graph with the NumPy reference (the CPU oracle)."""

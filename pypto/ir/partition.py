@@ -402,7 +402,8 @@ class _Partitioner:
             if mm in outs and mm not in stored:
                 outs.remove(mm)
         specs = tuple(TensorSpec(self.nodes[b].shape, self.nodes[b].dtype.name,
-                                 self.nodes[b].layout) for b in inputs)
+                                 self.nodes[b].layout, self.nodes[b].op == "const")
+                      for b in inputs)
         wl = Workload(g.family, specs, tuple(wnodes), tuple(local[o] for o in outs),
                       _attrs({"space": g.space}))
         return wl, inputs, outs
@@ -443,14 +444,7 @@ def check_nz_operands(wl: Workload) -> None:
     """A tensor stored in fractal NZ can only be read whole, as an operand of a matmul
     (the only reader that loads it block by block)."""
     for i, spec in enumerate(wl.inputs):
-        if spec.layout != "NZ":
-            continue
-        loads = {j for j, n in enumerate(wl.nodes) if n.op == "load" and n.attr("input") == i}
-        whole = all(wl.nodes[j].shape == spec.shape and wl.nodes[j].attr("offset") == 0
-                    and tuple(wl.nodes[j].attr("strides")) == (spec.shape[1], 1)
-                    for j in loads)
-        readers = {n.op for n in wl.nodes if loads & set(n.args)}
-        if wl.family != "matmul" or not whole or readers - {"matmul"}:
+        if spec.layout == "NZ" and not wl.read_whole_by_matmul(i):
             raise LayoutError(
                 f"a {spec.dtype}{list(spec.shape)} tensor in layout 'NZ' (fractal) can only "
                 "be an operand of pypto.matmul, read whole (use transpose_a/transpose_b "

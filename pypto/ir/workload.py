@@ -20,16 +20,27 @@ FAMILIES = ("matmul", "vector", "conv2d")
 
 @dataclass(frozen=True)
 class TensorSpec:
+    """An input or output: shape, dtype, layout, and ``const`` for a constant the kernel
+    captured (a weight PyPTO owns, so a schedule may choose how it is stored)."""
+
     shape: tuple[int, ...]
     dtype: str
     layout: str = "ND"
+    const: bool = False
 
     @property
     def size(self) -> int:
         return math.prod(self.shape)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"shape": list(self.shape), "dtype": self.dtype, "layout": self.layout}
+    def to_json(self, *, sizes: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {"dtype": self.dtype, "layout": self.layout}
+        if sizes:
+            out["shape"] = list(self.shape)
+        else:
+            out["rank"] = len(self.shape)
+        if self.const:  # only when set, so the keys of other workloads stay as they were
+            out["const"] = True
+        return out
 
 
 @dataclass(frozen=True)
@@ -85,8 +96,7 @@ class Workload:
     def to_json(self, *, sizes: bool = True) -> dict[str, Any]:
         return {
             "family": self.family,
-            "inputs": [s.to_json() if sizes else {"rank": len(s.shape), "dtype": s.dtype,
-                                                   "layout": s.layout} for s in self.inputs],
+            "inputs": [s.to_json(sizes=sizes) for s in self.inputs],
             "nodes": [n.to_json(sizes=sizes) for n in self.nodes],
             "outputs": list(self.outputs),
             "attrs": {k: _canon(v) for k, v in self.attrs
@@ -127,6 +137,17 @@ class Workload:
             elif n.op != "load":
                 total += math.prod(self.nodes[n.args[0]].shape if n.args else n.shape)
         return total
+
+    def read_whole_by_matmul(self, i: int) -> bool:
+        """Is input ``i`` read only whole (no view), and only as a matmul operand? Only
+        such an input can be stored in fractal NZ."""
+        spec = self.inputs[i]
+        loads = {j for j, n in enumerate(self.nodes) if n.op == "load" and n.attr("input") == i}
+        whole = len(spec.shape) == 2 and all(
+            self.nodes[j].shape == spec.shape and self.nodes[j].attr("offset") == 0
+            and tuple(self.nodes[j].attr("strides")) == (spec.shape[1], 1) for j in loads)
+        readers = {n.op for n in self.nodes if loads & set(n.args)}
+        return self.family == "matmul" and whole and readers == {"matmul"}
 
     def describe(self) -> str:
         ins = ", ".join(f"{s.dtype}{list(s.shape)}" for s in self.inputs)

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from pypto.ir.workload import Workload
     from pypto.targets import Target
 
-__all__ = ["Schedule", "Space", "complete", "default_schedule", "space_for", "validate"]
+__all__ = ["Schedule", "Space", "complete", "default_schedule", "input_layouts", "space_for",
+           "validate"]
 
 
 def _family(wl: Workload):  # type: ignore[no-untyped-def]
@@ -50,3 +51,13 @@ def validate(wl: Workload, schedule: Schedule, target: Target) -> list[str]:
 def space_for(wl: Workload, target: Target) -> Space:
     """The schedule space of ``wl`` on ``target``."""
     return _family(wl).space(wl, target)
+
+
+def input_layouts(wl: Workload, schedule: Schedule) -> list[str]:
+    """How each input of ``wl`` lies in GM under ``schedule`` (a matmul may store a
+    captured constant in NZ; otherwise as the caller gave it)."""
+    if wl.family == "matmul":
+        from pypto.schedule_space.matmul import operand_layouts
+
+        return operand_layouts(wl, schedule)
+    return [spec.layout for spec in wl.inputs]

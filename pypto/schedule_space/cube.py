@@ -16,11 +16,12 @@ if TYPE_CHECKING:
 
 
 def memory_constraints(target: Target, isz: int, acc_isz: int, chain: vector.Chain | None,
-                       l0_rows: str = "m1", l0_cols: str = "n1",
+                       sub_blocks: bool = False,
                        epilogue_axis: bool = False) -> list[Constraint]:
-    """Constraints for axes ``m1, n1, k0, k1`` and the depths. An MMAD computes an
-    ``l0_rows x l0_cols`` block (the whole ``m1 x n1`` unless the space sub-blocks it);
+    """Constraints for axes ``m1, n1, k0, k1`` and the depths. An MMAD computes the whole
+    ``m1 x n1`` block, or with ``sub_blocks`` one of ``m0_parts x n0_parts`` sub-blocks;
     with ``epilogue_axis``, an ``epilogue`` of "FIX" needs no UB."""
+    parts = ("m0_parts", "n0_parts") if sub_blocks else ()
 
     def fits(role: str, need: int, what: str) -> list[str]:
         mem = target.role(role)
@@ -35,11 +36,18 @@ def memory_constraints(target: Target, isz: int, acc_isz: int, chain: vector.Cha
         return fits("acc", need, f"m1={k['m1']} x n1={k['n1']} x l0c_depth={k['l0c_depth']}")
 
     def l0(k: dict[str, Any]) -> list[str]:
-        d, rows, cols = k["l0_depth"], k[l0_rows], k[l0_cols]
+        d = k["l0_depth"]
+        if parts:
+            rows, cols = k["m1"] // k[parts[0]], k["n1"] // k[parts[1]]
+            row_text = f"m1/m0_parts={rows}"
+            col_text = f"n1/n0_parts={cols}"
+        else:
+            rows, cols = k["m1"], k["n1"]
+            row_text, col_text = f"m1={rows}", f"n1={cols}"
         return fits("left", d * slot("left", rows * k["k0"] * isz),
-                    f"{l0_rows}={rows} x k0={k['k0']} x l0_depth={d}") + \
+                    f"{row_text} x k0={k['k0']} x l0_depth={d}") + \
             fits("right", d * slot("right", k["k0"] * cols * isz),
-                 f"k0={k['k0']} x {l0_cols}={cols} x l0_depth={d}")
+                 f"k0={k['k0']} x {col_text} x l0_depth={d}")
 
     def l1(k: dict[str, Any]) -> list[str]:
         if k["k1"] % k["k0"]:
@@ -57,8 +65,7 @@ def memory_constraints(target: Target, isz: int, acc_isz: int, chain: vector.Cha
                                     f"ub_depth={k['ub_depth']}")
 
     out = [Constraint(("m1", "n1", "l0c_depth"), acc),
-           Constraint(tuple(dict.fromkeys(("m1", "n1", l0_rows, l0_cols, "k0", "l0_depth"))),
-                      l0),
+           Constraint(("m1", "n1", *parts, "k0", "l0_depth"), l0),
            Constraint(("m1", "n1", "k0", "k1", "l1_depth"), l1)]
     if chain is not None:
         axes = ("m1", "n1", "ub_depth") + (("epilogue",) if epilogue_axis else ())

@@ -3,7 +3,8 @@ footprints per memory level, the default tiling heuristic and validation.
 
 Knobs: ``m1 x n1`` is the output block held in the accumulator (L0C) and reduced over
 all of K; ``k1`` is the K extent of one L1 load of A and B; ``k0`` the K extent of one
-L0A/L0B tile; ``m0 x n0`` the sub-block one MMAD computes, walked in ``l0_order``
+L0A/L0B tile; ``m0_parts x n0_parts`` cut the block into sub-blocks
+``m0 = m1 / m0_parts`` by ``n0 = n1 / n0_parts``, one MMAD each, walked in ``l0_order``
 ("mn": n fastest, so an L0A tile serves a row of sub-blocks; "nm": m fastest);
 ``l1_depth``, ``l0_depth``, ``l0c_depth``, ``ub_depth`` are the buffer counts per level
 (2 = ping-pong); ``cores`` how many cube cores share the blocks;
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 CORE_GRID = (1, 2, 4, 6, 8, 12, 16, 20, 24, 32, 40, 48)
 KNOBS = ("m1", "n1", "k1", "k0", "l1_depth", "l0_depth", "l0c_depth", "ub_depth", "cores",
-         "block_order", "swizzle", "split_k", "m0", "n0", "l0_order")
+         "block_order", "swizzle", "split_k", "m0_parts", "n0_parts", "l0_order")
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
 ZERO_TILE_BYTES = 16384  # split-K: the zero tile in UB that clears the output
 ACC_DTYPE = {"float16": "float32", "float32": "float32", "int8": "int32"}
@@ -70,28 +71,88 @@ def epilogue_chain(wl: Workload) -> vector.Chain | None:
     return vector.analyze(wl, space=wl.nodes[mm_index].shape, skip=skip)
 
 
-MAX_SUB_BLOCKS = 8  # m0 x n0 sub-blocks per m1 x n1 block: more only adds MMAD issue cost
+PARTS = (1, 2, 4, 8)
+MAX_SUB_BLOCKS = 8  # sub-blocks per m1 x n1 block: more only adds MMAD issue cost
 
 
-def sub_block_problems(m1: int, n1: int, m0: int, n0: int) -> list[str]:
-    out = [f"{inner}={v} must divide {outer}={w}" for inner, v, outer, w in
-           (("m0", m0, "m1", m1), ("n0", n0, "n1", n1)) if v > w or w % v]
-    if not out and (m1 // m0) * (n1 // n0) > MAX_SUB_BLOCKS:
-        out.append(f"m0={m0} x n0={n0} cuts the {m1}x{n1} block into "
-                   f"{(m1 // m0) * (n1 // n0)} sub-blocks; at most {MAX_SUB_BLOCKS}")
+def sub_block(s: Any) -> tuple[int, int]:
+    """``(m0, n0)``: the sub-block one MMAD computes."""
+    return s["m1"] // s.get("m0_parts", 1), s["n1"] // s.get("n0_parts", 1)
+
+
+def sub_block_problems(s: Any, fm: int, fn: int) -> list[str]:
+    out = []
+    for knob, outer, unit in (("m0_parts", "m1", fm), ("n0_parts", "n1", fn)):
+        parts = s.get(knob, 1)
+        if parts not in PARTS:
+            out.append(f"{knob}={parts!r} must be one of {PARTS}")
+        elif s[outer] % (parts * unit):
+            out.append(f"{knob}={parts} must cut {outer}={s[outer]} into whole fractals "
+                       f"({outer} a multiple of {parts} x {unit})")
+    if not out and s.get("m0_parts", 1) * s.get("n0_parts", 1) > MAX_SUB_BLOCKS:
+        out.append(f"m0_parts={s['m0_parts']} x n0_parts={s['n0_parts']} makes more than "
+                   f"{MAX_SUB_BLOCKS} sub-blocks per block")
     return out
 
 
-def nz_blocks(wl: Workload) -> dict[str, tuple[int, str]]:
-    """For each operand stored in NZ, the knob that sets the stored column extent of its
-    tiles, with the column block (C0) it must be a multiple of and the dtype."""
-    sh = shape_of(wl)
+LAYOUT_KNOBS = ("a_layout", "b_layout")
+
+
+def _operand_inputs(wl: Workload) -> tuple[int, int]:
     mm = next(n for n in wl.nodes if n.op == "matmul")
-    out: dict[str, tuple[int, str]] = {}
-    for arg, knob in ((mm.args[0], "m1" if sh.transpose_a else "k1"),
-                      (mm.args[1], "k1" if sh.transpose_b else "n1")):
-        spec = wl.inputs[wl.nodes[arg].attr("input")]
+    return wl.nodes[mm.args[0]].attr("input"), wl.nodes[mm.args[1]].attr("input")
+
+
+def layout_choices(wl: Workload) -> dict[str, tuple[str, ...]]:
+    """How A and B may lie in GM: as the caller stored them, or, for a constant the
+    kernel captured and reads whole (a weight PyPTO owns and formats once, on the host,
+    as CANN does for weights), ND or NZ."""
+    out = {}
+    for knob, i in zip(LAYOUT_KNOBS, _operand_inputs(wl)):
+        spec = wl.inputs[i]
         if spec.layout == "NZ":
+            out[knob] = ("NZ",)
+        elif spec.const and wl.read_whole_by_matmul(i):
+            out[knob] = ("ND", "NZ")
+        else:
+            out[knob] = ("ND",)
+    return out
+
+
+def operand_layouts(wl: Workload, s: Any) -> list[str]:
+    """The GM layout of every input under schedule ``s``."""
+    layouts = [spec.layout for spec in wl.inputs]
+    for knob, i in zip(LAYOUT_KNOBS, _operand_inputs(wl)):
+        if knob in s:
+            layouts[i] = s[knob]
+    return layouts
+
+
+def layout_problems(wl: Workload, s: Any) -> list[str]:
+    out = []
+    choices = layout_choices(wl)
+    for knob in LAYOUT_KNOBS:
+        if knob in s and s[knob] not in choices[knob]:
+            why = ("the caller stored it in NZ" if choices[knob] == ("NZ",) else
+                   "only a constant the kernel captures and reads whole as a matmul operand "
+                   "can be stored in NZ; or pass a tensor made with layout='NZ'")
+            out.append(f"{knob}={s[knob]!r} must be one of {choices[knob]}: {why}")
+    a, b = _operand_inputs(wl)
+    if a == b and s.get("a_layout", "ND") != s.get("b_layout", "ND"):
+        out.append("a_layout and b_layout must agree: A and B are the same tensor")
+    return out
+
+
+def nz_blocks(wl: Workload, s: Any = None) -> dict[str, tuple[int, str]]:
+    """For each operand stored in NZ (under ``s``), the knob that sets the stored column
+    extent of its tiles, with the column block (C0) it must be a multiple of."""
+    sh = shape_of(wl)
+    layouts = operand_layouts(wl, s or {})
+    out: dict[str, tuple[int, str]] = {}
+    for i, knob in zip(_operand_inputs(wl), ("m1" if sh.transpose_a else "k1",
+                                             "k1" if sh.transpose_b else "n1")):
+        spec = wl.inputs[i]
+        if layouts[i] == "NZ":
             c0 = nz_c0(BY_NAME[spec.dtype].itemsize)
             out[knob] = (math.lcm(c0, out.get(knob, (1, ""))[0]), spec.dtype)
     return out
@@ -101,7 +162,7 @@ def nz_problems(wl: Workload, s: Any) -> list[str]:
     """Tiles of an operand stored in NZ must start and end on its column blocks."""
     return [f"{knob}={s[knob]} must be a multiple of {c0}: an operand stored in layout NZ "
             f"is read in column blocks of {c0} {dtype} elements"
-            for knob, (c0, dtype) in nz_blocks(wl).items() if knob in s and s[knob] % c0]
+            for knob, (c0, dtype) in nz_blocks(wl, s).items() if knob in s and s[knob] % c0]
 
 
 def tile_units(wl: Workload, target: Target) -> tuple[int, int, int]:
@@ -167,7 +228,8 @@ def complete(wl: Workload, s: Schedule) -> Schedule:
     """``s`` with the knobs that have a neutral value filled in when missing (schedules
     written before those knobs existed stay usable)."""
     neutral = {"block_order": "mn", "swizzle": 1, "epilogue": "VEC", "split_k": 1,
-               "m0": s.get("m1"), "n0": s.get("n1"), "l0_order": "mn"}
+               "m0_parts": 1, "n0_parts": 1, "l0_order": "mn",
+               **{knob: choices[0] for knob, choices in layout_choices(wl).items()}}
     missing = {k: v for k, v in neutral.items() if k not in s}
     return s.replace(**missing) if missing else s
 
@@ -184,8 +246,8 @@ def footprints(wl: Workload, s: Schedule, target: Target) -> dict[str, int]:
     out = {
         "stage": s["l1_depth"] * (slot("stage", s["m1"] * s["k1"] * isz)
                                   + slot("stage", s["k1"] * s["n1"] * isz)),
-        "left": s["l0_depth"] * slot("left", s.get("m0", s["m1"]) * s["k0"] * isz),
-        "right": s["l0_depth"] * slot("right", s["k0"] * s.get("n0", s["n1"]) * isz),
+        "left": s["l0_depth"] * slot("left", sub_block(s)[0] * s["k0"] * isz),
+        "right": s["l0_depth"] * slot("right", s["k0"] * sub_block(s)[1] * isz),
         "acc": s["l0c_depth"] * slot("acc", s["m1"] * s["n1"] * acc),
         "vector": 0,
     }
@@ -207,9 +269,9 @@ def num_blocks(wl: Workload, s: Schedule) -> int:
 
 def violations(wl: Workload, s: Schedule, target: Target) -> list[str]:
     # split_k, m0, n0 and l0_order are optional: ``complete`` gives their neutral values
-    optional = ("block_order", "split_k", "m0", "n0", "l0_order")
+    optional = ("block_order", "split_k", "m0", "n0", "l0_order", *LAYOUT_KNOBS)
     out = vector._require(s, tuple(k for k in KNOBS if k not in optional))
-    out += vector._require(s, tuple(k for k in ("split_k", "m0", "n0") if k in s))
+    out += vector._require(s, tuple(k for k in ("split_k", "m0_parts", "n0_parts") if k in s))
     if "block_order" not in s:
         out.append("missing knob 'block_order'")
     if out:
@@ -220,11 +282,9 @@ def violations(wl: Workload, s: Schedule, target: Target) -> list[str]:
         if s[knob] < unit or s[knob] % unit:
             out.append(f"{knob}={s[knob]} must be a positive multiple of the {sh.dtype} "
                        f"fractal size {unit}")
-    for knob, unit in (("m0", fm), ("n0", fn)):
-        if knob in s and (s[knob] < unit or s[knob] % unit):
-            out.append(f"{knob}={s[knob]} must be a positive multiple of the {sh.dtype} fractal "
-                       f"size {unit}")
-    out += sub_block_problems(s["m1"], s["n1"], s.get("m0", s["m1"]), s.get("n0", s["n1"]))
+    if out:
+        return out
+    out += sub_block_problems(s, fm, fn)
     if s.get("l0_order", "mn") not in ("mn", "nm"):
         out.append(f"l0_order={s.get('l0_order')!r} must be 'mn' or 'nm'")
     if s["k1"] < s["k0"] or s["k1"] % max(s["k0"], 1):
@@ -243,7 +303,10 @@ def violations(wl: Workload, s: Schedule, target: Target) -> list[str]:
     if not 1 <= s["cores"] <= target.cube_cores:
         out.append(f"cores={s['cores']} must be in 1..{target.cube_cores} "
                    f"({target.name} has {target.cube_cores} cube cores)")
-    out += split_problems(wl, s["k1"], s.get("split_k", 1)) + nz_problems(wl, s)
+    out += split_problems(wl, s["k1"], s.get("split_k", 1)) + layout_problems(wl, s)
+    if out:
+        return out
+    out += nz_problems(wl, s)
     if out:
         return out
     return out + memory_problems(footprints(wl, s, target), target, s)
@@ -292,9 +355,10 @@ def default(wl: Workload, target: Target) -> Schedule:
     k1 = min(4 * k0, round_up(sh.k, k0))
     s = Schedule(m1=m1, n1=n1, k1=k1, k0=k0, l1_depth=2, l0_depth=2, l0c_depth=2,
                  ub_depth=2, cores=1, block_order="mn", swizzle=1, split_k=1,
-                 epilogue="FIX" if fix_epilogue(wl) else "VEC", l0_order="mn")
+                 epilogue="FIX" if fix_epilogue(wl) else "VEC", m0_parts=1, n0_parts=1,
+                 l0_order="mn",
+                 **{knob: choices[0] for knob, choices in layout_choices(wl).items()})
     for _ in range(64):
-        s = s.replace(m0=s["m1"], n0=s["n1"])  # one MMAD per k0 step covers the block
         problems = violations(wl, s, target)
         if not problems:
             break
@@ -366,12 +430,15 @@ def space(wl: Workload, target: Target) -> Space:
     chain = epilogue_chain(wl)
     cores = tuple(sorted({c for c in CORE_GRID if c <= target.cube_cores}
                          | {target.cube_cores}))
+    layouts = layout_choices(wl)
     axes = [
+        Axis("a_layout", layouts["a_layout"], "how A lies in GM (NZ: 32-byte column blocks)"),
+        Axis("b_layout", layouts["b_layout"], "how B lies in GM (NZ: 32-byte column blocks)"),
         Axis("m1", _sizes(sh.m, um, 512), "output block rows (held in the accumulator)"),
         Axis("n1", _sizes(sh.n, un, 512), "output block columns"),
         Axis("l0c_depth", depths, "accumulator buffers (2+: drain overlaps compute)"),
-        Axis("m0", _sizes(sh.m, fm, 512), "rows of the sub-block one MMAD computes"),
-        Axis("n0", _sizes(sh.n, fn, 512), "columns of the sub-block one MMAD computes"),
+        Axis("m0_parts", PARTS, "sub-blocks along m1 (one MMAD each: m0 = m1 / parts)"),
+        Axis("n0_parts", PARTS, "sub-blocks along n1 (one MMAD each: n0 = n1 / parts)"),
         Axis("k0", k0s, "K per MMAD (one L0A/L0B tile)"),
         Axis("l0_depth", depths, "L0A/L0B buffers"),
         Axis("k1", k1s, "K per L1 load of A and B"),
@@ -390,8 +457,8 @@ def space(wl: Workload, target: Target) -> Space:
                                       "reuse across cores"),
     ]
 
-    def sub_block(k: dict[str, Any]) -> list[str]:
-        return sub_block_problems(k["m1"], k["n1"], k["m0"], k["n0"])
+    def sub_blocks(k: dict[str, Any]) -> list[str]:
+        return sub_block_problems(k, fm, fn)
 
     def core_count(k: dict[str, Any]) -> list[str]:
         units = num_blocks(wl, Schedule(m1=k["m1"], n1=k["n1"], split_k=k["split_k"]))
@@ -402,10 +469,12 @@ def space(wl: Workload, target: Target) -> Space:
     def split(k: dict[str, Any]) -> list[str]:
         return split_problems(wl, k["k1"], k["split_k"])
 
-    constraints = memory_constraints(target, isz, acc_isz, chain, "m0", "n0",
+    constraints = memory_constraints(target, isz, acc_isz, chain, sub_blocks=True,
                                      epilogue_axis=True)
-    constraints += [Constraint(("m1", "n1", "m0", "n0"), sub_block),
-                    Constraint(("m1", "n1", "k1"), lambda k: nz_problems(wl, k)),
+    constraints += [Constraint(("m1", "n1", "m0_parts", "n0_parts"), sub_blocks),
+                    Constraint(("a_layout", "b_layout"), lambda k: layout_problems(wl, k)),
+                    Constraint(("a_layout", "b_layout", "m1", "n1", "k1"),
+                               lambda k: nz_problems(wl, k)),
                     Constraint(("k1", "split_k"), split),
                     Constraint(("m1", "n1", "split_k", "cores"), core_count)]
     constraints += shared_memory_constraint(wl, target, axes, footprints)
