@@ -25,12 +25,13 @@ from pypto.codegen.program import COPY_PIPE, Operand, Program, StreamBuilder, Sy
 from pypto.codegen.sync import insert_sync
 from pypto.errors import SimError
 from pypto.frontend.dtypes import float16, float32, int8, int32
-from pypto.sim import fast, reference
+from pypto.sim import check, fast, reference, timing
 from pypto.sim.hazards import find_hazards
 from pypto.sim.result import TRACE, SimResult
 from pypto.sim.roofline import program_bound, workload_bound
 from pypto.targets import Target, load_target
 from tests.strategies import broadcastable_to, random_schedule
+from tests.test_asm import programs as wild_programs
 
 # Lowering warns when no tuned schedule is stored; defaults are what these tests want.
 pytestmark = pytest.mark.filterwarnings("ignore:.*no tuned schedule")
@@ -310,6 +311,81 @@ def test_l2_hits_and_victims_match_the_reference(geometry, lines, rng):
     assert fast._engine()._l2_hits(line_bytes, l2_bytes, lines) == [l2.access(x) for x in lines]
 
 
+# -- the static check: compiled and NumPy ------------------------------------------------
+
+
+def _verdicts(program: Program, target: Target) -> tuple[bool, bool]:
+    """(the compiled check passes, NumPy's check passes) for ``program``."""
+    capacity, alignment = check._memories(target)
+    sizes = np.array([s.size for s in program.symbols] or [0], dtype=np.int64)
+    compiled = check._passes_compiled_check(program, capacity, alignment, sizes)
+    try:
+        check._check_with_numpy(program, target, capacity, alignment, sizes)
+    except SimError:
+        return compiled, False
+    return compiled, True
+
+
+CHECK_TARGETS = {**ALL_TARGETS, "mlu370": load_target("mlu370")}
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.data(), st.sampled_from(sorted(CHECK_TARGETS)))
+def test_compiled_check_agrees_with_numpy(data, target_name):
+    """On random streams (odd and negative GM offsets, broadcast strides) and on the
+    assembly tests' wild programs (any int64 field, any memory): the compiled check
+    passes exactly the programs NumPy passes."""
+    target = CHECK_TARGETS[target_name]
+    program = data.draw(st.one_of(random_programs(ALL_TARGETS["ascend910b"]), wild_programs()))
+    compiled, numpy = _verdicts(program, target)
+    assert compiled == numpy
+
+
+def test_compiled_check_sees_each_problem():
+    """One bad operand, atomic flag or SYNC_ALL count in an otherwise good program fails
+    both checks, with NumPy's message."""
+    target = TARGETS["ascend910b"]
+
+    def program(edit: Callable[[np.ndarray], None] | None = None, extra_sync: bool = False
+                ) -> Program:
+        a, b = StreamBuilder(), StreamBuilder()
+        for builder in (a, b):
+            _copy_in(builder)
+            builder.emit(Op.VADD, *(Operand(Mem.UB, 0, 16, 64, 64) for _ in range(3)),
+                         dtype=float16)
+            builder.emit(Op.SYNC_ALL)
+        if extra_sync:
+            b.emit(Op.SYNC_ALL)
+        streams = [a.array(), b.array()]
+        if edit is not None:
+            edit(streams[1])
+        return Program("edited", target.name, SYMBOLS, tuple(streams))
+
+    assert _verdicts(program(), target) == (True, True)
+    edits = {
+        "empty shape": lambda s: s.__setitem__("d_rows", [0, 16, 0]),
+        "outside its GM tensor": lambda s: s.__setitem__("a_addr", [4096 - 64 * 15, 0, 0]),
+        "negative on-chip": lambda s: s.__setitem__("a_rs", [64, -64, 0]),
+        "past the end": lambda s: s.__setitem__("b_addr", [0, 3 << 16, 0]),
+        "not aligned": lambda s: s.__setitem__("d_addr", [0, 2, 0]),
+        "names no declared": lambda s: s.__setitem__("gm", [1, -1, -1]),
+        "COPY into GM": lambda s: s.__setitem__("flags", [8, 0, 0]),
+    }
+    for words, edit in edits.items():
+        bad = program(edit)
+        assert _verdicts(bad, target) == (False, False), words
+        with pytest.raises(SimError, match=words) as checked:
+            check.check_program(bad, target)
+        for engine in ("cython", "reference"):    # the engine checks in its own pass
+            with pytest.raises(SimError) as timed:
+                timing.simulate(bad, target, bound_cycles=0, engine=engine)
+            assert str(timed.value) == str(checked.value)
+    assert _verdicts(program(extra_sync=True), target) == (False, False)
+    with pytest.raises(SimError, match="core 1 has 2 SYNC_ALLs but core 0 has 1"):
+        fast.simulate(program(extra_sync=True), target, 0, check=True)
+
+
 # -- deadlocks and programs only the reference handles ------------------------------------
 
 
@@ -443,15 +519,11 @@ def test_hand_computed_single_copy():
 
 
 def test_extension_is_built_and_used():
-    from pypto.sim import timing
-
     assert timing.engine_name() == "cython"
     assert fast._engine().OK == 0
 
 
 def test_missing_extension_falls_back_to_the_reference_once(monkeypatch):
-    from pypto.sim import timing
-
     b = StreamBuilder()
     _copy_in(b)
     program, target = _program(b, symbols=SYMBOLS), TARGETS["ascend910b"]

@@ -15,9 +15,10 @@ whose field offsets are checked against ``INSTR`` at import.
 """
 
 cimport numpy as cnp
-from libc.math cimport ceil, fabs
+from libc.math cimport ceil, fabs, floor
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport calloc, free, malloc
+from libc.string cimport memset
 
 import numpy as np
 
@@ -29,9 +30,11 @@ cdef enum:
     MEM_GM = 1
     L2_WAYS = 16
     NKEYS = NPIPES * NPIPES * 256   # (source pipe, destination pipe, event byte)
-    PREFETCH_AHEAD = 24             # L2 accesses queued behind their prefetch
-    AHEAD_RING = 32                 # a power of two > PREFETCH_AHEAD
+    LINE_BATCH = 32                 # L2 accesses queued behind their prefetches
     F_TRANSPOSE = 1
+    F_ATOMIC = 8
+    OP_COPY = 1                     # pypto.codegen.isa.Op
+    OP_SYNC_ALL = 6
 
 # Instruction kinds (fast.py maps opcodes to these).
 cdef enum:
@@ -51,17 +54,20 @@ cdef enum:
     S_OK = 0
     S_USE_REFERENCE = 1
     S_DEADLOCK = 2
+    S_CHECK_FAILED = 3
 
 OK = S_OK
 USE_REFERENCE = S_USE_REFERENCE
 DEADLOCK = S_DEADLOCK
+CHECK_FAILED = S_CHECK_FAILED
 
 # Limits of the exact domain: every cost below 2**50 cycles, their sum below 2**60, and
 # the byte products of the L2 hit share (eff * hits) below 2**52, exact in a double.
 cdef double COST_LIMIT = 1125899906842624.0      # 2**50
 cdef double BUDGET_LIMIT = 1152921504606846976.0  # 2**60
 cdef double EXACT_LIMIT = 4503599627370496.0      # 2**52
-cdef double TAG_LIMIT = 2147483644.0              # 2**31 - 4: L2 tags are int32
+cdef double TAG_LIMIT = 2147483644.0              # 2**31 - 4: L2 tags (and lines) stay small
+cdef double TAG_SPAN = 65535.0                    # a run's L2 tags span < 2**16 (uint16)
 cdef int64_t DIM_LIMIT = 1 << 24
 cdef int64_t STRIDE_LIMIT = 1LL << 32
 cdef int64_t ADDR_LIMIT = 1LL << 44
@@ -106,6 +112,14 @@ cdef packed struct TraceRec:       # pypto.sim.result.TRACE
     int64_t end
 
 
+cdef struct L2Set:         # one set of the L2 in one 64-byte host cache line
+    uint16_t tags[16]       # per way: the tag of its line, less Sim.tag_base
+    uint64_t order          # the ways in use by recency, most recent first, a nibble each
+    uint32_t used           # how many ways are in use (always the first ones)
+    uint32_t gen            # the run that last used the set
+    uint64_t pad[2]
+
+
 cdef struct Sim:
     # target
     int64_t queue_depth
@@ -131,15 +145,18 @@ cdef struct Sim:
     const int64_t* bases
     int64_t nsym
     # L2 (see "L2 and the lines an access touches")
-    int32_t* l2             # 16 tags per set
-    uint64_t* lru           # per set: recency order, ways in use
+    L2Set* l2
+    uint32_t gen            # this run's generation: a set of another is empty
+    int64_t tag_base        # the smallest tag this run can reach (tags are stored less it)
+    double tag_lo           # the range of tags prepare() found reachable
+    double tag_hi
     int64_t sets
     double inv_sets
+    int64_t set_shift       # log2(sets), or -1 if not a power of two
     int64_t line_shift      # log2(line_bytes), or -1 if not a power of two
-    int64_t ahead_set[AHEAD_RING]    # queued accesses: set, tag + 1
-    int32_t ahead_tag[AHEAD_RING]
-    int ahead_first
-    int ahead
+    int64_t cur_line        # the last line split into (set, tag), for the next one
+    int64_t cur_set
+    int64_t cur_tag
     int64_t lines           # of the last access: lines touched, hits
     int64_t hits
     # shared by all cores
@@ -217,32 +234,34 @@ cdef inline int64_t imax(int64_t a, int64_t b) noexcept nogil:
 # and on a miss replaces the first way with the smallest stamp. Empty ways have stamp 0,
 # so they are used in order (the unused ways are always a suffix) and, once a set is
 # full, its stamps differ: the victim is the least recently used way. So a set here is
-# 16 tags (``int32``, tag + 1: 0 is the reference's empty tag -1, which a line of tag -1
-# still matches), how many ways are in use, and their recency order as 16 nibbles of
-# one ``uint64`` (way indices, most recent first): the same hits and victims, with half
-# the memory per access. Lines are queued PREFETCH_AHEAD deep with their sets
-# prefetched, so the host's cache misses overlap.
+# how many ways are in use, their tags and their recency order as 16 nibbles of one
+# ``uint64`` (way indices, most recent first): the same hits and victims. A line of tag
+# -1 hits the first unused way (its tag equals the reference's empty tag).
+#
+# A set fits one host cache line: tags are ``uint16``, stored less the smallest tag the
+# run can reach (``prepare`` bounds them; a run whose tags span more is left to the
+# reference). Sets carry the generation of the run that last used them, so a buffer is
+# reused by the next run without clearing: a set of an older generation is empty.
+# Consecutive lines are split into (set, tag) incrementally; lines are queued in batches
+# of LINE_BATCH with their sets prefetched, so the host's cache misses overlap.
 
 cdef extern from *:
     """
     #define PYPTO_PREFETCH(p) __builtin_prefetch((const void *)(p), 1, 3)
-    #define PYPTO_PREFETCH_ONCE(p) __builtin_prefetch((const void *)(p), 0, 0)
+    #define PYPTO_PREFETCH_READ(p) __builtin_prefetch((const void *)(p), 0, 3)
     #define PYPTO_CTZ(x) __builtin_ctz(x)
     #define PYPTO_CTZLL(x) __builtin_ctzll(x)
     #include <stdint.h>
     #if defined(__SSE2__)
     #include <emmintrin.h>
     #endif
-    /* Bit w set where tags[w] == tag (16 ways). */
-    static inline unsigned pypto_match16(const int32_t *tags, int32_t tag) {
+    /* Bit w set where tags[w] == tag (16 ways; tags 16-byte aligned). */
+    static inline unsigned pypto_match16(const uint16_t *tags, uint16_t tag) {
     #if defined(__SSE2__)
-        __m128i t = _mm_set1_epi32(tag);
-        __m128i a = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)tags), t);
-        __m128i b = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(tags + 4)), t);
-        __m128i c = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(tags + 8)), t);
-        __m128i d = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(tags + 12)), t);
-        return (unsigned)_mm_movemask_epi8(_mm_packs_epi16(_mm_packs_epi32(a, b),
-                                                            _mm_packs_epi32(c, d)));
+        __m128i t = _mm_set1_epi16((short)tag);
+        __m128i a = _mm_cmpeq_epi16(_mm_load_si128((const __m128i *)tags), t);
+        __m128i b = _mm_cmpeq_epi16(_mm_load_si128((const __m128i *)(tags + 8)), t);
+        return (unsigned)_mm_movemask_epi8(_mm_packs_epi16(a, b));
     #else
         unsigned m = 0;
         for (int w = 0; w < 16; w++) m |= (unsigned)(tags[w] == tag) << w;
@@ -251,20 +270,106 @@ cdef extern from *:
     }
     """
     void PYPTO_PREFETCH(const void* p) noexcept nogil
-    void PYPTO_PREFETCH_ONCE(const void* p) noexcept nogil
+    void PYPTO_PREFETCH_READ(const void* p) noexcept nogil
     int count_trailing_zeros "PYPTO_CTZ" (uint32_t x) noexcept nogil
     int count_trailing_zeros64 "PYPTO_CTZLL" (uint64_t x) noexcept nogil
-    uint32_t match16 "pypto_match16" (const int32_t* tags, int32_t tag) noexcept nogil
+    uint32_t match16 "pypto_match16" (const uint16_t* tags, uint16_t tag) noexcept nogil
 
 
 cdef uint64_t NIBBLES_ONE = 0x1111111111111111ULL
 cdef uint64_t NIBBLES_HIGH = 0x8888888888888888ULL
 
 
+cdef class _L2Buffer:
+    """The sets of one L2, 64-byte aligned; ``next_run`` readies it for a run."""
+
+    cdef void* raw
+    cdef L2Set* sets
+    cdef int64_t nsets
+    cdef uint32_t gen
+
+    def __cinit__(self, int64_t nsets):
+        self.raw = calloc(nsets + 1, sizeof(L2Set))     # zero pages cost nothing untouched
+        if self.raw == NULL:
+            raise MemoryError()
+        self.sets = <L2Set*>((<size_t>self.raw + 63) & ~(<size_t>63))
+        self.nsets = nsets
+        self.gen = 0
+
+    def __dealloc__(self):
+        free(self.raw)
+
+    cdef uint32_t next_run(self) noexcept:
+        self.gen += 1
+        if self.gen == 0:       # after 2**32 runs: clear once, start again
+            memset(self.raw, 0, (self.nsets + 1) * sizeof(L2Set))
+            self.gen = 1
+        return self.gen
+
+
+# Spare buffers by number of sets (a buffer serves one run at a time; runs on several
+# threads take several).
+_spare_l2: dict = {}
+
+
+cdef _L2Buffer _take_l2(int64_t nsets):
+    spare = _spare_l2.get(nsets)
+    if spare:
+        return spare.pop()
+    return _L2Buffer(nsets)
+
+
+cdef void _give_l2(_L2Buffer buffer):
+    if buffer.nsets not in _spare_l2 and len(_spare_l2) >= 4:
+        _spare_l2.clear()
+    spare = _spare_l2.setdefault(buffer.nsets, [])
+    if len(spare) < 2:
+        spare.append(buffer)
+
+
+cdef class _Scratch:
+    """Working memory of a run: ``words`` int64s, kept for the next run."""
+
+    cdef int64_t* words
+    cdef int64_t size
+
+    def __dealloc__(self):
+        free(self.words)
+
+    cdef void reserve(self, int64_t size) except *:
+        if size > self.size:
+            free(self.words)
+            self.words = NULL
+            self.size = 0
+            self.words = <int64_t*>malloc(sizeof(int64_t) * size)
+            if self.words == NULL:
+                raise MemoryError()
+            self.size = size
+
+
+_spare_scratch: list = []
+
+
+cdef _Scratch _take_scratch(int64_t size):
+    cdef _Scratch scratch = _spare_scratch.pop() if _spare_scratch else _Scratch()
+    scratch.reserve(size)
+    return scratch
+
+
+cdef void _give_scratch(_Scratch scratch):
+    if len(_spare_scratch) < 2:
+        _spare_scratch.append(scratch)
+
+
 cdef inline void split_line(Sim* s, int64_t line, int64_t* set_, int64_t* tag) noexcept nogil:
-    """(line mod sets, line // sets) with Python's floor semantics, by a reciprocal."""
-    cdef int64_t q = <int64_t>(<double>line * s.inv_sets)   # off by at most one or two
-    cdef int64_t r = line - q * s.sets
+    """(line mod sets, line // sets) with Python's floor semantics."""
+    cdef int64_t q, r
+    if s.set_shift >= 0:        # two's complement: the mask and shift floor
+        set_[0] = line & (s.sets - 1)
+        tag[0] = line >> s.set_shift
+        return
+    q = <int64_t>(<double>line * s.inv_sets)   # by a reciprocal: off by at most one or two
+    r = line - q * s.sets
     while r < 0:
         q -= 1
         r += s.sets
@@ -281,105 +386,155 @@ cdef inline int64_t line_of(Sim* s, int64_t byte) noexcept nogil:
     return floordiv(byte, s.line_bytes)
 
 
-cdef inline bint l2_access(int32_t* tags, uint64_t* lru, int32_t tag1) noexcept nogil:
-    """``reference.L2.access`` on one set (``lru``: recency order, ways in use)."""
-    cdef uint32_t match = match16(tags, tag1)     # the ways holding the tag
-    cdef uint64_t order = lru[0], x, zero, below
+cdef inline bint l2_access(L2Set* st, int64_t tag, uint16_t stored,
+                           uint32_t gen) noexcept nogil:
+    """``reference.L2.access`` of a line of ``tag`` (``stored`` as the set keeps it) in
+    set ``st``; ``gen`` is the run's generation."""
+    cdef uint64_t order, x, zero, below
+    cdef uint32_t used, match
     cdef int w, p
+    if st.gen != gen:               # last used by another run: empty
+        st.gen = gen
+        st.used = 0
+        st.order = 0
+    used = st.used
+    order = st.order
+    match = match16(st.tags, stored) & ((<uint32_t>1 << used) - 1)   # ways in use holding it
     if match:
-        w = count_trailing_zeros(match)     # the first way holding it
-        if w >= <int>lru[1]:                # an unused way (tag -1 matches them): now used
-            lru[1] += 1
-            lru[0] = (order << 4) | <uint64_t>w
+        w = count_trailing_zeros(match)
+        if (order & 15) == <uint64_t>w:         # already the most recent
             return True
         x = order ^ (NIBBLES_ONE * <uint64_t>w)     # its place p in the order: x's first
         zero = (x - NIBBLES_ONE) & ~x & NIBBLES_HIGH   # zero nibble (exact for the first)
         p = count_trailing_zeros64(zero) >> 2
         below = (<uint64_t>1 << (4 * p)) - 1        # more recent ways move down one place
-        lru[0] = (order & ~((below << 4) | 15)) | ((order & below) << 4) | <uint64_t>w
+        st.order = (order & ~((below << 4) | 15)) | ((order & below) << 4) | <uint64_t>w
         return True
-    if lru[1] < L2_WAYS:            # the first unused way
-        w = <int>lru[1]
-        lru[1] += 1
+    if used < L2_WAYS:              # the first unused way (a line of tag -1 hits it)
+        w = <int>used
+        st.used = used + 1
     else:                           # the least recently used way
         w = <int>(order >> 60)
-    tags[w] = tag1
-    lru[0] = (order << 4) | <uint64_t>w
-    return False
-
-
-cdef inline void l2_run(Sim* s, int64_t set_, int32_t tag1) noexcept nogil:
-    s.hits += l2_access(s.l2 + set_ * L2_WAYS, s.lru + 2 * set_, tag1)
+    st.tags[w] = stored
+    st.order = (order << 4) | <uint64_t>w
+    return tag == -1 and w == <int>used
 
 
 def _l2_hits(int64_t line_bytes, int64_t l2_bytes, lines):
     """For tests: which of ``lines`` (in order, from a cold L2) hit."""
     cdef int64_t sets = max(1, l2_bytes // (line_bytes * L2_WAYS)), i, set_, tag
-    tags_arr = np.zeros(sets * L2_WAYS, dtype=np.int32)
-    lru_arr = np.zeros(2 * sets, dtype=np.uint64)
-    cdef int32_t[::1] tags = tags_arr
-    cdef uint64_t[::1] lru = lru_arr
+    cdef _L2Buffer buffer = _L2Buffer(sets)
     cdef Sim s
-    s.sets, s.inv_sets = sets, 1.0 / sets
+    s.sets, s.inv_sets, s.set_shift = sets, 1.0 / sets, -1
+    for i in range(63):
+        if (<int64_t>1 << i) == sets:
+            s.set_shift = i
+    s.gen = buffer.next_run()
+    s.tag_base = -1
+    for i in range(len(lines)):
+        split_line(&s, lines[i], &set_, &tag)
+        s.tag_base = min(s.tag_base, tag)
     out = []
     for i in range(len(lines)):
         split_line(&s, lines[i], &set_, &tag)
-        out.append(bool(l2_access(&tags[set_ * L2_WAYS], &lru[2 * set_], <int32_t>(tag + 1))))
+        out.append(bool(l2_access(buffer.sets + set_, tag, <uint16_t>(tag - s.tag_base),
+                                  s.gen)))
     return out
 
 
-cdef inline void l2_touch(Sim* s, int64_t line) noexcept nogil:
-    """Queue an access to ``line``, prefetching its set; run the oldest queued one."""
-    cdef int64_t set_, tag
-    cdef int slot
-    split_line(s, line, &set_, &tag)
-    PYPTO_PREFETCH(s.l2 + set_ * L2_WAYS)
-    PYPTO_PREFETCH(s.lru + 2 * set_)
-    slot = (s.ahead_first + s.ahead) & (AHEAD_RING - 1)
-    s.ahead_set[slot] = set_
-    s.ahead_tag[slot] = <int32_t>(tag + 1)
-    s.ahead += 1
-    s.lines += 1
-    if s.ahead > PREFETCH_AHEAD:
-        l2_run(s, s.ahead_set[s.ahead_first], s.ahead_tag[s.ahead_first])
-        s.ahead_first = (s.ahead_first + 1) & (AHEAD_RING - 1)
-        s.ahead -= 1
+cdef inline int64_t run_lines(Sim* s, L2Set** sets, const int64_t* tags,
+                              int64_t n) noexcept nogil:
+    """Access the ``n`` queued lines in order; how many hit."""
+    cdef int64_t i, hits = 0, tag_base = s.tag_base
+    cdef uint32_t gen = s.gen
+    for i in range(n):
+        hits += l2_access(sets[i], tags[i], <uint16_t>(tags[i] - tag_base), gen)
+    return hits
 
 
-cdef inline void l2_drain(Sim* s) noexcept nogil:
-    while s.ahead > 0:
-        l2_run(s, s.ahead_set[s.ahead_first], s.ahead_tag[s.ahead_first])
-        s.ahead_first = (s.ahead_first + 1) & (AHEAD_RING - 1)
-        s.ahead -= 1
-
-
-cdef inline void touch_lines(Sim* s, int64_t base, int64_t rows, int64_t cols, int64_t rs,
-                             int64_t cs, int64_t isz) noexcept nogil:
+cdef void touch_lines(Sim* s, int64_t base, int64_t rows, int64_t cols, int64_t rs,
+                      int64_t cs, int64_t isz) noexcept nogil:
     """Access every line ``reference.gm_lines`` lists, in its order; counts the lines and
-    hits into ``s.lines`` and ``s.hits``."""
-    cdef int64_t line, last, r, c, row
-    s.lines = s.hits = 0
+    hits into ``s.lines`` and ``s.hits``.
+
+    Every shape is ``outer`` runs of ``inner`` pieces ``width`` bytes wide, a piece
+    touching the lines from its first byte's to its last's: one contiguous piece; a
+    piece per row; a byte per row (broadcast: the line of the row's start); a byte per
+    element (the line of the element's start). When rows start a whole number of lines
+    apart, every row touches the lines of the first one moved by that number: those are
+    walked without dividing."""
+    cdef int64_t outer = rows, inner = 1, width = cols * isz, step = rs * isz, stride = 0
+    cdef int64_t i, j, row, at, line, last, d, set_, tag, n = 0, count = 0, hits = 0
+    cdef int64_t nsets = s.sets, cur_line = s.cur_line, cur_set = s.cur_set
+    cdef int64_t cur_tag = s.cur_tag, per_row, set_step, tag_step, row_set, row_tag
+    cdef L2Set* l2 = s.l2
+    cdef L2Set* sets[LINE_BATCH]
+    cdef int64_t tags[LINE_BATCH]
     if (cols == 1 or cs == 1) and (rows == 1 or rs == cols):
+        outer, width = 1, rows * cols * isz
+    elif cs == 0:
+        width = 1
+    elif cs != 1:
+        inner, width, stride = cols, 1, cs * isz
+    if inner == 1 and (outer == 1 or pymod(step, s.line_bytes) == 0):   # rows whole lines apart
         line = line_of(s, base)
-        last = line_of(s, base + rows * cols * isz - 1)
-        while line <= last:
-            l2_touch(s, line)
-            line += 1
-    else:
-        for r in range(rows):
-            row = base + r * rs * isz
-            if cs == 1:
-                line = line_of(s, row)
-                last = line_of(s, row + cols * isz - 1)
-                while line <= last:
-                    l2_touch(s, line)
-                    line += 1
-            elif cs == 0:
-                l2_touch(s, line_of(s, row))
-            else:
-                for c in range(cols):
-                    l2_touch(s, line_of(s, row + c * cs * isz))
-    l2_drain(s)
+        per_row = line_of(s, base + width - 1) - line + 1
+        count = outer * per_row
+        split_line(s, line, &row_set, &row_tag)
+        split_line(s, floordiv(step, s.line_bytes), &set_step, &tag_step)
+        for i in range(outer):
+            set_, tag = row_set, row_tag
+            for j in range(per_row):
+                PYPTO_PREFETCH(l2 + set_)
+                sets[n] = l2 + set_
+                tags[n] = tag
+                n += 1
+                if n == LINE_BATCH:
+                    hits += run_lines(s, sets, tags, n)
+                    n = 0
+                set_ += 1
+                if set_ == nsets:
+                    set_ = 0
+                    tag += 1
+            row_set += set_step
+            row_tag += tag_step
+            if row_set >= nsets:
+                row_set -= nsets
+                row_tag += 1
+        s.hits = hits + run_lines(s, sets, tags, n)
+        s.lines = count
+        return
+    row = base
+    for i in range(outer):
+        at = row
+        for j in range(inner):
+            line = line_of(s, at)
+            last = line_of(s, at + width - 1)
+            count += last - line + 1
+            while line <= last:
+                d = line - cur_line
+                if 0 <= d < nsets:      # near the last line: step from its (set, tag)
+                    set_ = cur_set + d
+                    tag = cur_tag
+                    if set_ >= nsets:
+                        set_ -= nsets
+                        tag += 1
+                else:
+                    split_line(s, line, &set_, &tag)
+                cur_line, cur_set, cur_tag = line, set_, tag
+                PYPTO_PREFETCH(l2 + set_)
+                sets[n] = l2 + set_
+                tags[n] = tag
+                n += 1
+                if n == LINE_BATCH:
+                    hits += run_lines(s, sets, tags, n)
+                    n = 0
+                line += 1
+            at += stride
+        row += step
+    s.hits = hits + run_lines(s, sets, tags, n)
+    s.lines = count
+    s.cur_line, s.cur_set, s.cur_tag = cur_line, cur_set, cur_tag
 
 
 # -- costs ----------------------------------------------------------------------------------
@@ -480,6 +635,99 @@ cdef inline void copy_cycles(Sim* s, const Instr* r, int64_t start, int64_t* fre
     complete[0] = done + s.path_latency[pi] + l2_latency
 
 
+# -- the static checks of pypto.sim.check ----------------------------------------------------
+#
+# ``check_program`` asks ``check`` first: a program it passes is fine; one it fails is
+# checked again by NumPy, which names the first problem. The conditions are NumPy's, on
+# int64 that wraps as NumPy's does (the products and sums below are taken modulo 2**64).
+
+cdef struct Limits:             # what check_program checks operands against
+    const int64_t* capacity     # by memory code (NMEMS): bytes, 0 if the target lacks it
+    const int64_t* alignment
+    const int64_t* sizes        # elements of each GM tensor
+    int64_t nsym
+    const int64_t* itemsize     # by dtype code (256), 0 if unknown
+    const uint8_t* strict       # by opcode (256): cube and vector ops, which align strictly
+
+
+cdef inline int64_t wrap_mul(int64_t a, int64_t b) noexcept nogil:
+    return <int64_t>(<uint64_t>a * <uint64_t>b)
+
+
+cdef inline int64_t wrap_add(int64_t a, int64_t b) noexcept nogil:
+    return <int64_t>(<uint64_t>a + <uint64_t>b)
+
+
+cdef inline bint operand_ok(const Limits* t, uint8_t op, uint8_t mem, int64_t addr,
+                            int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t gm,
+                            int64_t isz) noexcept nogil:
+    cdef int64_t span_r, span_c, lo, hi, end, m
+    if mem == 0:
+        return True
+    if rows <= 0 or cols <= 0:
+        return False
+    span_r = wrap_mul(rows - 1, rs)
+    span_c = wrap_mul(cols - 1, cs)
+    if mem == MEM_GM:
+        if gm < 0 or gm >= t.nsym:
+            return False
+        lo = wrap_add(wrap_add(addr, span_r if span_r < 0 else 0), span_c if span_c < 0 else 0)
+        hi = wrap_add(wrap_add(addr, span_r if span_r > 0 else 0), span_c if span_c > 0 else 0)
+        return lo >= 0 and hi < t.sizes[gm]
+    m = mem if mem < NMEMS else NMEMS - 1
+    if t.capacity[m] == 0 or rs < 0 or cs < 0 or addr < 0:
+        return False
+    end = wrap_add(addr, wrap_mul(wrap_add(wrap_add(span_r, span_c), 1), isz))
+    if end > t.capacity[m]:
+        return False
+    return not t.strict[op] or addr % t.alignment[m] == 0
+
+
+cdef inline bint record_ok(const Limits* t, const Instr* r) noexcept nogil:
+    """Whether ``r`` passes check_program's per-instruction checks."""
+    if r.flags & F_ATOMIC and (r.op != OP_COPY or r.d_mem != MEM_GM):
+        return False
+    return (operand_ok(t, r.op, r.d_mem, r.d_addr, r.d_rows, r.d_cols, r.d_rs, r.d_cs, r.gm,
+                       t.itemsize[r.dtype])
+            and operand_ok(t, r.op, r.a_mem, r.a_addr, r.a_rows, r.a_cols, r.a_rs, r.a_cs,
+                           r.gm, t.itemsize[r.sdtype])
+            and operand_ok(t, r.op, r.b_mem, r.b_addr, r.b_rows, r.b_cols, r.b_rs, r.b_cs,
+                           r.gm, t.itemsize[r.sdtype]))
+
+
+def check(list cores, const int64_t[::1] capacity, const int64_t[::1] alignment,
+          const int64_t[::1] sizes, int64_t nsym, const int64_t[::1] itemsize,
+          const uint8_t[::1] strict):
+    """Whether the per-core ``INSTR`` arrays ``cores`` (C-contiguous) pass
+    ``pypto.sim.check.check_program``: every operand within its tensor (``sizes``: the
+    element counts of the ``nsym`` GM tensors, at least one entry) or memory, atomic
+    flags only on copies into GM, as many SYNC_ALLs on every core."""
+    cdef Limits t
+    cdef const Instr* code
+    cdef int64_t c, i, n, sync_alls, first_sync_alls = 0
+    cdef bint ok = True
+    cdef cnp.ndarray arr
+    t.capacity, t.alignment = &capacity[0], &alignment[0]
+    t.sizes, t.nsym = &sizes[0], nsym
+    t.itemsize, t.strict = &itemsize[0], &strict[0]
+    for c in range(len(cores)):
+        arr = cores[c]
+        code = <const Instr*>cnp.PyArray_DATA(arr)
+        n = arr.shape[0]
+        sync_alls = 0
+        with nogil:
+            for i in range(n):
+                if not record_ok(&t, code + i):
+                    ok = False
+                    break
+                sync_alls += code[i].op == OP_SYNC_ALL
+        if c == 0:
+            first_sync_alls = sync_alls
+        if not ok or sync_alls != first_sync_alls:
+            return False
+    return True
+
+
 # -- the check and flag-matching pass -------------------------------------------------------
 
 cdef double cost_bound(Sim* s, const Instr* r, int kind) noexcept nogil:
@@ -487,7 +735,7 @@ cdef double cost_bound(Sim* s, const Instr* r, int kind) noexcept nogil:
     leave the exact int64/double domain (then the reference engine runs instead)."""
     cdef int64_t rows, cols, rs, cs, isz, run, runs, src, dst, gm, addr
     cdef const int64_t* f
-    cdef double x, eff, lines, slowest, far
+    cdef double x, eff, lines, slowest, far, first, extent, per_tag
     cdef int pi
     if kind == K_MMAD:
         f = s.fractal + 4 * r.sdtype
@@ -534,10 +782,15 @@ cdef double cost_bound(Sim* s, const Instr* r, int kind) noexcept nogil:
         lines = <double>rows * <double>cols * isz + 2.0 * rows + 2.0
         if eff * lines >= EXACT_LIMIT:
             return -1
-        far = (fabs(<double>s.bases[gm]) + fabs(<double>addr) * isz
-               + (rows * fabs(<double>rs) + cols * fabs(<double>cs) + <double>rows * cols) * isz)
+        extent = (rows * fabs(<double>rs) + cols * fabs(<double>cs) + <double>rows * cols) * isz
+        far = fabs(<double>s.bases[gm]) + fabs(<double>addr) * isz + extent
         if far / s.line_bytes / s.sets + 2 >= TAG_LIMIT:
-            return -1   # an L2 tag beyond int32
+            return -1   # an L2 tag beyond 2**31
+        # the tags of the lines it touches: first byte +- extent, floored, with a margin
+        first = <double>s.bases[gm] + <double>addr * isz
+        per_tag = <double>s.line_bytes * <double>s.sets
+        s.tag_lo = min(s.tag_lo, floor((first - extent) / per_tag) - 1)
+        s.tag_hi = max(s.tag_hi, floor((first + extent) / per_tag) + 1)
     slowest = s.path_rate[pi]
     if s.l2_read_bpc < slowest:
         slowest = s.l2_read_bpc
@@ -550,9 +803,12 @@ cdef double cost_bound(Sim* s, const Instr* r, int kind) noexcept nogil:
 
 cdef int64_t prepare(Sim* s, const Instr** code, const int64_t* length, const int64_t* offset,
                      int64_t ncores, int64_t* set_base, int64_t* wait_base, int64_t* next_set,
-                     int64_t* wait_takes, int64_t* head, int64_t* tail,
-                     int64_t* owner) noexcept nogil:
+                     int64_t* wait_takes, int64_t* head, int64_t* tail, int64_t* owner,
+                     const Limits* limits, bint* failed) noexcept nogil:
     """Check every instruction and match flags.
+
+    With ``limits``, also run check_program's checks: a problem sets ``failed`` and
+    returns the instruction's index.
 
     SET_FLAGs and WAIT_FLAGs are numbered in program order, core after core (core c's
     first at ``set_base[c]``, ``wait_base[c]``). The k-th wait on a (source,
@@ -570,6 +826,9 @@ cdef int64_t prepare(Sim* s, const Instr** code, const int64_t* length, const in
         sync_alls = 0
         for i in range(length[c]):
             r = code[c] + i
+            if limits != NULL and not record_ok(limits, r):
+                failed[0] = True
+                return offset[c] + i
             kind = s.kind[r.op]
             if kind == K_INVALID or r.pipe >= NPIPES:
                 return offset[c] + i
@@ -610,6 +869,7 @@ cdef int64_t prepare(Sim* s, const Instr** code, const int64_t* length, const in
         if c == 0:
             first_sync_alls = sync_alls
         elif sync_alls != first_sync_alls:
+            failed[0] = limits != NULL
             return offset[c]
     if budget >= BUDGET_LIMIT:
         return 0
@@ -656,15 +916,17 @@ cdef inline void record(TraceRec* trace, int64_t g, int64_t c, int64_t pc, const
 
 def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
         int64_t[::1] core_cycles, int64_t[:, ::1] pipe_busy, int64_t[:, :, ::1] flag_wait,
-        int64_t[:, ::1] starved, int64_t[:, ::1] queue_stall, int64_t[:, ::1] path_bytes):
+        int64_t[:, ::1] starved, int64_t[:, ::1] queue_stall, int64_t[:, ::1] path_bytes,
+        tuple limits=None):
     """Simulate the per-core ``INSTR`` arrays ``cores`` (C-contiguous); ``fast.py``
     builds the arguments. Fills the output arrays and ``trace`` (a ``TRACE`` array with
-    one record per instruction, or None).
+    one record per instruction, or None). ``limits``, the arguments of ``check`` after
+    ``cores``, asks for check_program's checks on the way.
 
     Returns ``(status, core, index, l2_hit_bytes, gm_read_bytes, gm_write_bytes)``:
-    status ``OK``; ``DEADLOCK`` at instruction ``index`` of ``core``; or ``USE_REFERENCE``
+    status ``OK``; ``DEADLOCK`` at instruction ``index`` of ``core``; ``USE_REFERENCE``
     when an instruction lies outside what this engine computes exactly (``index`` is
-    its global position).
+    its global position); ``CHECK_FAILED`` when check_program would raise.
     """
     cdef const uint8_t[::1] kind_table = tables[0]
     cdef const double[::1] vector_cost = tables[1]
@@ -684,7 +946,19 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
     cdef TraceRec* trace_ptr = NULL
     cdef int64_t* next_set
     cdef int64_t* wait_takes
-    cdef cnp.ndarray arr, next_set_arr, wait_takes_arr, l2_arr, lru_arr
+    cdef cnp.ndarray arr
+    cdef _L2Buffer l2_buffer
+    cdef Limits limits_struct
+    cdef const Limits* limits_ptr = NULL
+    cdef const int64_t[::1] capacity, alignment, sizes, check_itemsize
+    cdef const uint8_t[::1] strict
+    cdef bint failed = False
+    if limits is not None:
+        capacity, alignment, sizes, nsym, check_itemsize, strict = limits
+        limits_struct.capacity, limits_struct.alignment = &capacity[0], &alignment[0]
+        limits_struct.sizes, limits_struct.nsym = &sizes[0], nsym
+        limits_struct.itemsize, limits_struct.strict = &check_itemsize[0], &strict[0]
+        limits_ptr = &limits_struct
 
     s.queue_depth = scalars[0]
     s.cube_overhead = scalars[1]
@@ -698,11 +972,14 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
     s.sets = scalars[9]
     s.sync_all_cycles = scalars[10]
     s.inv_sets = 1.0 / s.sets
-    s.line_shift = -1
+    s.line_shift = s.set_shift = -1
     for k in range(63):
         if (<int64_t>1 << k) == s.line_bytes:
             s.line_shift = k
-    s.ahead_first = s.ahead = 0
+        if (<int64_t>1 << k) == s.sets:
+            s.set_shift = k
+    s.cur_line = s.cur_set = s.cur_tag = 0      # line 0 is (set 0, tag 0)
+    s.tag_lo, s.tag_hi = 1e300, -1e300
     s.kind = &kind_table[0]
     s.vector_cost = &vector_cost[0]
     s.itemsize = &itemsize[0]
@@ -718,16 +995,14 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
     s.path_bytes = &path_bytes[0, 0]
     qd = s.queue_depth
 
-    # per-core arrays, one block of int64 (freed at the end)
-    cdef int64_t* mem = <int64_t*>malloc(
-        sizeof(int64_t) * (ncores * (13 + 5 * NPIPES + NPIPES * qd) + 3 * NKEYS + 1))
-    if mem == NULL:
-        raise MemoryError()
-    cdef const Instr** code = <const Instr**>malloc(sizeof(Instr*) * (ncores + 1))
-    if code == NULL:
-        free(mem)
-        raise MemoryError()
-    cdef int64_t* length = mem
+    # working memory: per-core arrays, flag tables and the flag numbering, one block of
+    # int64 reused by later runs (so its pages are not faulted in again)
+    for c in range(ncores):
+        total += (<cnp.ndarray>cores[c]).shape[0]
+    cdef _Scratch scratch = _take_scratch(
+        ncores * (14 + 5 * NPIPES + NPIPES * qd) + 3 * NKEYS + 2 * total + 2)
+    cdef const Instr** code = <const Instr**>scratch.words
+    cdef int64_t* length = scratch.words + ncores + 1
     cdef int64_t* offset = length + ncores
     cdef int64_t* pcs = offset + ncores
     cdef int64_t* last_issue = pcs + ncores
@@ -749,8 +1024,11 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
     cdef int64_t* head = ring + ncores * NPIPES * qd
     cdef int64_t* tail = head + NKEYS
     cdef int64_t* owner = tail + NKEYS
+    next_set = owner + NKEYS            # filled as far as there are flags; then: when set k
+    wait_takes = next_set + total       # raised its flag
 
     try:
+        total = 0
         for c in range(ncores):
             arr = cores[c]
             length[c] = arr.shape[0]
@@ -759,22 +1037,20 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
             code[c] = <const Instr*>cnp.PyArray_DATA(arr)
         if trace is not None:
             trace_ptr = <TraceRec*>cnp.PyArray_DATA(trace)
-        # filled from the start, as far as there are flags (untouched pages cost nothing)
-        next_set_arr = np.empty(total, dtype=np.int64)     # then: when set k raised it
-        wait_takes_arr = np.empty(total, dtype=np.int64)
-        l2_arr = np.zeros(L2_WAYS * (s.sets + 1), dtype=np.int32)
-        s.l2 = <int32_t*>cnp.PyArray_DATA(l2_arr)
-        s.l2 += ((64 - (<size_t>s.l2 & 63)) & 63) // 4   # a set's tags in one cache line
-        lru_arr = np.zeros(2 * s.sets, dtype=np.uint64)
-        s.lru = <uint64_t*>cnp.PyArray_DATA(lru_arr)
-        next_set = <int64_t*>cnp.PyArray_DATA(next_set_arr)
-        wait_takes = <int64_t*>cnp.PyArray_DATA(wait_takes_arr)
+        l2_buffer = _take_l2(s.sets)
+        s.l2 = l2_buffer.sets
+        s.gen = l2_buffer.next_run()
         with nogil:
             for k in range(NKEYS):
                 owner[k] = -1
             err = prepare(&s, code, length, offset, ncores, set_base, wait_base, next_set,
-                          wait_takes, head, tail, owner)
-            if err >= 0:
+                          wait_takes, head, tail, owner, limits_ptr, &failed)
+            if err < 0 and s.tag_hi - s.tag_lo >= TAG_SPAN:
+                err = 0                 # its L2 tags span more than a uint16 holds
+            s.tag_base = <int64_t>s.tag_lo if s.tag_lo <= s.tag_hi else 0
+            if failed:
+                status = S_CHECK_FAILED
+            elif err >= 0:
                 status = S_USE_REFERENCE
             else:
                 for k in range(ncores * NPIPES):
@@ -796,9 +1072,9 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
                     k = c * NPIPES + p
                     kind = s.kind[r.op]
                     # this core's next record is read when it comes round again
-                    PYPTO_PREFETCH_ONCE(<const char*>(r + 1))
-                    PYPTO_PREFETCH_ONCE(<const char*>(r + 1) + 64)
-                    PYPTO_PREFETCH_ONCE(<const char*>(r + 2) - 1)
+                    PYPTO_PREFETCH_READ(<const char*>(r + 1))
+                    PYPTO_PREFETCH_READ(<const char*>(r + 1) + 64)
+                    PYPTO_PREFETCH_READ(<const char*>(r + 2) - 1)
                     # issue, waiting for a queue slot
                     issue = last_issue[c] + 1
                     if p != 0 and queued[k] >= qd:
@@ -909,9 +1185,10 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
                         core_cycles[c] = t
         if status == S_DEADLOCK:
             return status, c, err, 0, 0, 0
-        if status == S_USE_REFERENCE:
+        if status == S_USE_REFERENCE or status == S_CHECK_FAILED:
             return status, -1, err, 0, 0, 0
         return S_OK, -1, -1, s.l2_hit_bytes, s.gm_read_bytes, s.gm_write_bytes
     finally:
-        free(code)
-        free(mem)
+        _give_scratch(scratch)
+        if l2_buffer is not None:
+            _give_l2(l2_buffer)

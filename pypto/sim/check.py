@@ -1,10 +1,13 @@
 """Static checks of a program before timing it: every operand has a shape, every GM
 access stays inside its tensor, every on-chip access inside its memory (capacity and
 alignment), only copies into GM are atomic, and every core executes equally many
-``SYNC_ALL`` instructions. Vectorized over each core's arrays; the first problem is a
-``SimError`` naming the core, the instruction and what to fix."""
+``SYNC_ALL`` instructions. The compiled engine clears a good program in one pass over
+its records; otherwise NumPy, vectorized over each core's arrays, finds the first
+problem: a ``SimError`` naming the core, the instruction and what to fix."""
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -22,13 +25,35 @@ for _op in Op:
     _CUBE_OR_VECTOR[int(_op)] = _op == Op.MMAD or int(_op) >= int(Op.VADD)
 
 
-def check_program(program: Program, target: Target) -> None:
+_STRICT = _CUBE_OR_VECTOR.astype(np.uint8)
+
+
+@functools.lru_cache(maxsize=16)
+def _memories(target: Target) -> tuple[np.ndarray, np.ndarray]:
+    """(capacity, alignment) of each on-chip memory code on ``target`` (capacity 0: the
+    target does not have it)."""
     capacity = np.zeros(len(Mem), dtype=np.int64)
     alignment = np.ones(len(Mem), dtype=np.int64)
     for role in ("stage", "left", "right", "acc", "vector"):
         m = target.role(role)
         capacity[Mem[m.name]], alignment[Mem[m.name]] = m.capacity, m.alignment
+    capacity.flags.writeable = alignment.flags.writeable = False
+    return capacity, alignment
+
+
+def check_program(program: Program, target: Target) -> None:
+    """Raise ``SimError`` naming the first problem of ``program`` on ``target`` (see the
+    module docstring), or return. The compiled engine, when built, clears a good
+    program in one pass; NumPy then finds what is wrong with a bad one."""
+    capacity, alignment = _memories(target)
     sizes = np.array([s.size for s in program.symbols] or [0], dtype=np.int64)
+    if _passes_compiled_check(program, capacity, alignment, sizes):
+        return
+    _check_with_numpy(program, target, capacity, alignment, sizes)
+
+
+def _check_with_numpy(program: Program, target: Target, capacity: np.ndarray,
+                      alignment: np.ndarray, sizes: np.ndarray) -> None:
     for core, stream in enumerate(program.cores):
         if not len(stream):
             continue
@@ -75,9 +100,26 @@ def check_program(program: Program, target: Target) -> None:
                 strict = chip & _CUBE_OR_VECTOR[stream["op"]]
                 _fail_if(program, core, strict & (addr % align != 0),
                          f"operand {prefix} is not aligned to its memory's alignment")
-
-
     check_sync_all(program)
+
+
+def check_tables(program: Program, target: Target) -> tuple:
+    """The arguments of the compiled check after the program's streams."""
+    capacity, alignment = _memories(target)
+    sizes = np.array([s.size for s in program.symbols] or [0], dtype=np.int64)
+    return capacity, alignment, sizes, len(program.symbols), _ITEMSIZE, _STRICT
+
+
+def _passes_compiled_check(program: Program, capacity: np.ndarray, alignment: np.ndarray,
+                           sizes: np.ndarray) -> bool:
+    """The compiled engine's verdict (False also when it is not built)."""
+    try:
+        from pypto.sim import _engine  # type: ignore[attr-defined]
+    except ImportError:
+        return False
+    cores = [np.ascontiguousarray(stream) for stream in program.cores]
+    return bool(_engine.check(cores, capacity, alignment, sizes, len(program.symbols),
+                              _ITEMSIZE, _STRICT))
 
 
 def check_sync_all(program: Program) -> None:

@@ -116,20 +116,25 @@ def _supported(target: Target) -> bool:
 
 
 def simulate(program: Program, target: Target, bound_cycles: int,
-             trace: bool = False) -> SimResult:
+             trace: bool = False, check: bool = False) -> SimResult:
     """Time ``program`` on ``target``: the same ``SimResult`` as
-    ``pypto.sim.reference.simulate``, field for field.
+    ``pypto.sim.reference.simulate``, field for field. ``check`` first runs
+    ``pypto.sim.check.check_program`` (in the engine's own pass over the program).
 
     Raises:
-        SimError: a ``WAIT_FLAG`` whose ``SET_FLAG`` is not issued before it (deadlock).
+        SimError: a ``WAIT_FLAG`` whose ``SET_FLAG`` is not issued before it (deadlock);
+            with ``check``, what check_program raises.
     """
     from pypto.sim import reference
+    from pypto.sim.check import check_program, check_tables
 
     engine = _engine()
     bases = reference.symbol_bases(program)
     last = program.symbols[-1] if program.symbols else None
     if (last is not None and bases[-1] + last.size * last.dtype.itemsize >= _MAX_GM_BYTES) \
             or not _supported(target):
+        if check:
+            check_program(program, target)
         return reference.simulate(program, target, bound_cycles, trace=trace)
     tables, scalars = _tables(target)
     cores = [np.ascontiguousarray(c) for c in program.cores]
@@ -143,7 +148,12 @@ def simulate(program: Program, target: Target, bound_cycles: int,
     records = np.empty(total, dtype=TRACE) if trace else None
     status, core, index, l2_hit, gm_read, gm_write = engine.run(
         cores, np.array(bases, dtype=np.int64), tables, scalars, records, core_cycles,
-        pipe_busy, flag_wait, starved, queue_stall, path_bytes)
+        pipe_busy, flag_wait, starved, queue_stall, path_bytes,
+        check_tables(program, target) if check else None)
+    if status == engine.CHECK_FAILED or (check and status == engine.USE_REFERENCE):
+        check_program(program, target)      # raises what is wrong
+    if status == engine.CHECK_FAILED:       # (not reached: the two checks agree)
+        return simulate(program, target, bound_cycles, trace=trace)
     if status == engine.USE_REFERENCE:
         return reference.simulate(program, target, bound_cycles, trace=trace)
     if status == engine.DEADLOCK:

@@ -40,18 +40,25 @@ def simulate(program: Program, target: Target, *, bound_cycles: int | None = Non
     from pypto.sim.check import check_program
     from pypto.sim.roofline import program_bound
 
-    check_program(program, target)
+    use = engine or engine_name()
+    if use not in ("cython", "reference"):
+        raise ValueError(f"unknown engine {use!r}: use 'cython' or 'reference'")
+    # The Cython engine checks the program in its own first pass over it; otherwise (or
+    # when the bound, which reads the program too, is wanted first) check it here.
+    checked = use == "reference" or bound_cycles is None
+    if checked:
+        check_program(program, target)
     if bound_cycles is None:
         bound_cycles = program_bound(program, target)
     want_trace = trace or hazards
-    use = engine or engine_name()
     if use == "reference":
-        from pypto.sim.reference import simulate as run
-    elif use == "cython":
-        from pypto.sim.fast import simulate as run
+        from pypto.sim.reference import simulate as run_reference
+
+        result = run_reference(program, target, bound_cycles, trace=want_trace)
     else:
-        raise ValueError(f"unknown engine {use!r}: use 'cython' or 'reference'")
-    result = run(program, target, bound_cycles, trace=want_trace)
+        from pypto.sim.fast import simulate as run_fast
+
+        result = run_fast(program, target, bound_cycles, trace=want_trace, check=not checked)
     if hazards:
         from pypto.sim.hazards import find_hazards
 
