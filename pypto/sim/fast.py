@@ -99,6 +99,7 @@ def _engine() -> ModuleType:
     return engine
 
 
+@functools.lru_cache(maxsize=16)
 def _supported(target: Target) -> bool:
     """Whether the engine can time on ``target`` (a validated target always can; one
     built by hand may have a zero rate or a fractional latency, which the reference
