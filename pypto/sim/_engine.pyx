@@ -661,7 +661,7 @@ cdef inline int64_t wrap_add(int64_t a, int64_t b) noexcept nogil:
 cdef inline bint operand_ok(const Limits* t, uint8_t op, uint8_t mem, int64_t addr,
                             int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t gm,
                             int64_t isz) noexcept nogil:
-    cdef int64_t span_r, span_c, lo, hi, end, m
+    cdef int64_t span_r, span_c, lo, hi, end, m, align
     if mem == 0:
         return True
     if rows <= 0 or cols <= 0:
@@ -680,7 +680,12 @@ cdef inline bint operand_ok(const Limits* t, uint8_t op, uint8_t mem, int64_t ad
     end = wrap_add(addr, wrap_mul(wrap_add(wrap_add(span_r, span_c), 1), isz))
     if end > t.capacity[m]:
         return False
-    return not t.strict[op] or addr % t.alignment[m] == 0
+    if not t.strict[op]:
+        return True
+    align = t.alignment[m]
+    if align & (align - 1) == 0:    # a power of two, as targets validate: no division
+        return addr & (align - 1) == 0
+    return addr % align == 0
 
 
 cdef inline bint record_ok(const Limits* t, const Instr* r) noexcept nogil:
