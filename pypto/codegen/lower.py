@@ -3,8 +3,10 @@
 The passes, in order: validate the schedule; *tile and place* (the family emitter
 splits the work into blocks per core and gives every buffer its slots in L1, L0A, L0B,
 L0C and UB); *insert DMAs and compute* (the same emitter, one instruction stream per
-core); *insert synchronization* (``sync.insert_sync``, from the streams' byte-level
-dependencies); *pack* the streams into the ``Program``'s arrays.
+core); *pack* each stream into an ``INSTR`` array; *insert synchronization*
+(``sync.insert_sync``, from the streams' byte-level dependencies), which gives the
+``Program``'s arrays. Emitting, packing and synchronization run compiled code
+(``_sync.pyx``) when it is built, byte for byte what their Python specifications give.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pypto.errors import ScheduleError, UnsupportedError
 from pypto.frontend.dtypes import BY_NAME
 from pypto.frontend.layouts import nz_shape
 from pypto.ir.workload import TensorSpec, Workload
-from pypto.schedule_space import validate
+from pypto.schedule_space import input_layouts, validate
 from pypto.schedule_space.schedule import Schedule
 from pypto.targets import Target
 
@@ -39,22 +41,20 @@ def lower(wl: Workload, schedule: Schedule, target: Target, *, name: str = "work
                             f"on {target.name}: " + "; ".join(problems))
     in_names = list(input_names or [f"in{i}" for i in range(len(wl.inputs))])
     out_names = list(output_names or [f"out{i}" for i in range(len(wl.outputs))])
-    symbols = [Symbol(n, BY_NAME[s.dtype], _stored_shape(s), "in")
-               for n, s in zip(in_names, wl.inputs)]
+    layouts = input_layouts(wl, schedule)
+    symbols = [Symbol(n, BY_NAME[s.dtype], _stored_shape(s, layout), "in")
+               for n, s, layout in zip(in_names, wl.inputs, layouts)]
     symbols += [Symbol(n, BY_NAME[wl.nodes[o].dtype], wl.nodes[o].shape, "out")
                 for n, o in zip(out_names, wl.outputs)]
     gm_in = {i: i for i in range(len(wl.inputs))}
     gm_out = {o: len(wl.inputs) + j for j, o in enumerate(wl.outputs)}
     streams: list[StreamBuilder] = _EMITTERS[wl.family](wl, schedule, target, gm_in, gm_out)
-    cores = []
-    for sb in streams:
-        sb.rows = insert_sync(sb.rows, target.event_ids)
-        cores.append(sb.array())
-    return Program(name, target.name, tuple(symbols), tuple(cores))
+    cores = tuple(insert_sync(sb.array(), target.event_ids) for sb in streams)
+    return Program(name, target.name, tuple(symbols), cores)
 
 
-def _stored_shape(spec: TensorSpec) -> tuple[int, ...]:
+def _stored_shape(spec: TensorSpec, layout: str) -> tuple[int, ...]:
     """The shape of an input as it lies in GM (an NZ matrix is stored in blocks)."""
-    if spec.layout == "NZ":
+    if layout == "NZ":
         return nz_shape(spec.shape, BY_NAME[spec.dtype].itemsize)
     return spec.shape

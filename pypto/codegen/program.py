@@ -119,13 +119,22 @@ class Operand:
 
 @dataclass
 class StreamBuilder:
-    """Collects one core's instructions as tuples, then packs them into an array."""
+    """Collects one core's instructions as tuples in ``INSTR`` field order (``rows``),
+    then packs them into an array.
+
+    ``emit`` runs once per generated instruction, so when ``_sync.pyx`` is built its
+    compiled ``emit`` replaces this one, which stays as the specification
+    (``emit_reference``); ``array`` packs with the compiled packer too.
+    """
 
     rows: list[tuple] = field(default_factory=list)
 
     def emit(self, op: Op, *operands: Operand, dtype: DType | None = None,
              sdtype: DType | None = None, flags: int = 0, imm: float = 0.0,
              pipe: Pipe | None = None, pipe2: Pipe = Pipe.SCALAR, event: int = 0) -> int:
+        """Append one instruction: ``op`` on operands ``d, a, b`` (in that order; more
+        are ignored); the last GM operand gives ``gm``; ``sdtype`` defaults to
+        ``dtype``; ``pipe`` defaults to what ``pipe_of`` gives. Returns its index."""
         gm = -1
         packed: list = []
         for i in range(len(OPERANDS)):
@@ -150,4 +159,18 @@ class StreamBuilder:
         self.rows.insert(index, row)
 
     def array(self) -> np.ndarray:
-        return np.array(self.rows, dtype=INSTR) if self.rows else np.zeros(0, dtype=INSTR)
+        """The rows as an ``INSTR`` array."""
+        if not self.rows:
+            return np.zeros(0, dtype=INSTR)
+        packed = _compiled.pack(self.rows) if _compiled is not None else None
+        return packed if packed is not None else np.array(self.rows, dtype=INSTR)
+
+
+emit_reference = StreamBuilder.emit
+
+try:
+    from pypto.codegen import _sync as _compiled
+except ImportError:  # not built: sync.insert_sync warns once when lowering needs it
+    _compiled = None  # type: ignore[assignment]
+else:
+    setattr(StreamBuilder, "emit", _compiled.emit)  # noqa: B010 - mypy forbids method assignment

@@ -5,12 +5,35 @@ concurrently never race. Within one pipe, instructions run in order and need no 
 
 Flags are counting semaphores per (source pipe, destination pipe, event id); event ids
 are handed out round-robin from the target's ``event_ids`` per pipe pair.
+
+``insert_sync`` runs the compiled pass (``_sync.pyx``) when it is built, and
+``insert_sync_reference``, the readable specification here, otherwise; the two give
+byte-identical streams (``tests/test_sync.py``).
+
+Example:
+    >>> import numpy as np
+    >>> from pypto.codegen.isa import INSTR, Mem, Op
+    >>> from pypto.codegen.program import Operand, StreamBuilder
+    >>> from pypto.frontend.dtypes import float16
+    >>> b = StreamBuilder()
+    >>> _ = b.emit(Op.COPY, Operand(Mem.L1, 0, 16, 16, 16), Operand(Mem.GM, 0, 16, 16, 16, gm=0),
+    ...            dtype=float16)
+    >>> _ = b.emit(Op.COPY, Operand(Mem.L0A, 0, 16, 16, 16), Operand(Mem.L1, 0, 16, 16, 16),
+    ...            dtype=float16)
+    >>> [Op(op).name for op in insert_sync(b.array(), 8)["op"]]
+    ['COPY', 'SET_FLAG', 'WAIT_FLAG', 'COPY']
 """
 
 from __future__ import annotations
 
+import os
+import warnings
 from bisect import bisect_right
 from collections import defaultdict, deque
+from types import ModuleType
+from typing import overload
+
+import numpy as np
 
 from pypto.codegen.isa import F_ACCUMULATE, INSTR, Mem, Op, Pipe
 from pypto.errors import PyptoError
@@ -49,8 +72,61 @@ def accesses(row: tuple) -> list[tuple[int, int, int, bool]]:
     return out
 
 
-def insert_sync(rows: list[tuple], event_ids: int) -> list[tuple]:
-    """``rows`` (one core's instructions) with the flags their dependencies need."""
+_compiled: ModuleType | None = None
+_looked = False
+
+
+def _extension() -> ModuleType | None:
+    """The compiled pass, or ``None`` (warning once) when it is not built;
+    ``PYPTO_SYNC=ref`` asks for the reference."""
+    global _compiled, _looked
+    if os.environ.get("PYPTO_SYNC", "").lower() in ("ref", "reference"):
+        return None
+    if not _looked:
+        _looked = True
+        try:
+            from pypto.codegen import _sync
+        except ImportError:
+            warnings.warn("PyPTO's compiled synchronization pass is not built; using the "
+                          "slow reference pass. Run `pip install -e .` to build it.",
+                          stacklevel=3)
+        else:
+            _compiled = _sync
+    return _compiled
+
+
+@overload
+def insert_sync(stream: np.ndarray, event_ids: int) -> np.ndarray: ...
+@overload
+def insert_sync(stream: list[tuple], event_ids: int) -> list[tuple]: ...
+
+
+def insert_sync(stream: np.ndarray | list[tuple], event_ids: int) -> np.ndarray | list[tuple]:
+    """``stream`` (one core's instructions) with the flags their dependencies need.
+
+    ``stream`` is an ``INSTR`` array (then an array is returned) or a list of row tuples
+    in ``INSTR`` field order (then a list). The compiled pass runs when it is built and
+    the stream is within the domain it computes exactly; otherwise the reference.
+    """
+    ext = _extension()
+    if isinstance(stream, np.ndarray):
+        out = ext.insert_sync(stream, event_ids) if ext is not None and \
+            stream.dtype == INSTR else None
+        if out is not None:
+            return out
+        rows = insert_sync_reference(stream.tolist(), event_ids)
+        return np.array(rows, dtype=INSTR) if rows else np.zeros(0, dtype=INSTR)
+    if ext is not None:
+        packed = ext.pack(list(stream))
+        out = ext.insert_sync(packed, event_ids) if packed is not None else None
+        if out is not None:
+            return out.tolist()
+    return insert_sync_reference(stream, event_ids)
+
+
+def insert_sync_reference(rows: list[tuple], event_ids: int) -> list[tuple]:
+    """``rows`` (one core's instructions, tuples in ``INSTR`` field order) with the flags
+    their dependencies need: the specification of the compiled pass."""
     pipe_col = _F["pipe"]
     regions: dict[int, dict[tuple[int, int], dict[int, list[int]]]] = defaultdict(dict)
     # memory -> address bucket -> regions touching it, so a lookup scans only neighbours
