@@ -3,6 +3,8 @@ loop as ``pypto tune`` (SQLite database in a temporary file, each trial committe
 
 Reports wall time, the time inside lowering and simulation (the measurement itself), and
 the rest: Optuna (ask/tell, TPE), validation of proposals, database commits, Python glue.
+Also how many instructions the trials' programs have (lowering and simulation scale with
+it, and the space decides it), so runs over different spaces compare per instruction.
 Target (issue 6): overhead outside lower + simulate <= 30% of wall, 500 trials < 60 s.
 
 Prints a table and writes JSON to benchmarks/results/tuning_speed.json.
@@ -21,6 +23,7 @@ import time
 import warnings
 
 import pypto
+from pypto.codegen import lower as lowering
 from pypto.db import open_store
 from pypto.tuner.loop import tune_task
 from pypto.tuner.tasks import extract_tasks
@@ -48,6 +51,20 @@ class TimedStore:
         return timed
 
 
+class CountingLower:
+    """Stands in for ``lowering.lower`` (the tuner's measure imports it per call),
+    counting the instructions of the programs it makes."""
+
+    def __init__(self) -> None:
+        self.lower, self.instructions, self.programs = lowering.lower, 0, 0
+
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        program = self.lower(*args, **kwargs)  # type: ignore[arg-type]
+        self.instructions += program.num_instructions
+        self.programs += 1
+        return program
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=500)
@@ -62,12 +79,16 @@ def main() -> None:
         warnings.simplefilter("ignore")
         c = k.lower(pypto.spec((n, n), "float16"), pypto.spec((n, n), "float16"))
     (task,) = extract_tasks([c])
+    counting = CountingLower()
+    lowering.lower = counting  # type: ignore[assignment]
     with tempfile.TemporaryDirectory() as tmp:
         store = TimedStore(open_store(f"sqlite:///{os.path.join(tmp, 'bench.db')}"))
         t0 = time.perf_counter()
         res = tune_task(task, store, args.strategy, args.trials, seed=args.seed)  # type: ignore[arg-type]
         wall = time.perf_counter() - t0
         store.close()
+    lowering.lower = counting.lower
+    per_instruction = res.lower_s / max(counting.instructions, 1) * 1e6
     overhead = wall - res.measure_s
     other = overhead - store.write_s
     rows = [
@@ -76,7 +97,9 @@ def main() -> None:
         ("duplicate proposals skipped", f"{res.duplicates}"),
         ("wall time", f"{wall:.1f} s"),
         ("trials/s", f"{res.trials_run / wall:.1f}"),
-        ("lowering", f"{res.lower_s:.1f} s ({res.lower_s / wall:.0%})"),
+        ("instructions lowered", f"{counting.instructions:,} in {counting.programs} programs"),
+        ("lowering", f"{res.lower_s:.1f} s ({res.lower_s / wall:.0%}), "
+                     f"{per_instruction:.2f} us per instruction"),
         ("simulation", f"{res.simulate_s:.1f} s ({res.simulate_s / wall:.0%})"),
         ("outside lower+simulate", f"{overhead:.1f} s ({overhead / wall:.0%})"),
         ("  database writes", f"{store.write_s:.1f} s ({store.write_s / wall:.0%})"),
@@ -98,6 +121,8 @@ def main() -> None:
         "gemm": [n, n, n], "target": task.target.name, "seed": args.seed,
         "wall_s": round(wall, 3), "lower_s": round(res.lower_s, 3),
         "simulate_s": round(res.simulate_s, 3), "overhead_s": round(overhead, 3),
+        "instructions": counting.instructions, "programs": counting.programs,
+        "lower_us_per_instruction": round(per_instruction, 3),
         "overhead_share": round(overhead / wall, 4), "db_write_s": round(store.write_s, 3),
         "optuna_and_glue_s": round(other, 3), "rejected": res.rejected,
         "duplicates": res.duplicates, "default_cycles": res.default_cycles,
