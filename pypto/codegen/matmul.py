@@ -208,24 +208,28 @@ class _Ctx:
     def load_a0(self, sb: StreamBuilder, c: _Chunk, a0: Operand, mi: int, mlen: int, kk: int,
                 kkc: int) -> None:
         """Rows ``mi:+mlen``, K ``kk:+kkc`` of the chunk's A tile, from L1 into L0A."""
-        a_addr, isz = self.a_l1.addr(c.index), self.isz
-        if self.sh.transpose_a:  # L1 holds K x m1
-            src = Operand(self.a_l1.mem, a_addr + (kk * self.m1 + mi) * isz, kkc, mlen, self.m1)
-            sb.emit(Op.COPY, a0, src, dtype=self.in_dt, flags=F_TRANSPOSE)
-        else:                    # L1 holds m1 x k1
-            src = Operand(self.a_l1.mem, a_addr + (mi * self.k1 + kk) * isz, mlen, kkc, self.k1)
-            sb.emit(Op.COPY, a0, src, dtype=self.in_dt)
+        ta = self.sh.transpose_a  # L1 holds K x m1, or m1 x k1
+        self.l1_to_l0(sb, self.a_l1.addr(c.index), a0, ta, self.m1, mi, mlen, kk, kkc,
+                      F_TRANSPOSE if ta else 0)
 
     def load_b0(self, sb: StreamBuilder, c: _Chunk, b0: Operand, ni: int, nlen: int, kk: int,
                 kkc: int) -> None:
         """K ``kk:+kkc``, columns ``ni:+nlen`` of the chunk's B tile, from L1 into L0B."""
-        b_addr, isz = self.b_l1.addr(c.index), self.isz
-        if self.sh.transpose_b:  # L1 holds n1 x k1
-            src = Operand(self.b_l1.mem, b_addr + (ni * self.k1 + kk) * isz, nlen, kkc, self.k1)
-            sb.emit(Op.COPY, b0, src, dtype=self.in_dt, flags=F_TRANSPOSE)
-        else:                    # L1 holds k1 x n1
-            src = Operand(self.b_l1.mem, b_addr + (kk * self.n1 + ni) * isz, kkc, nlen, self.n1)
-            sb.emit(Op.COPY, b0, src, dtype=self.in_dt)
+        tb = self.sh.transpose_b  # L1 holds n1 x k1, or k1 x n1
+        self.l1_to_l0(sb, self.b_l1.addr(c.index), b0, not tb, self.n1, ni, nlen, kk, kkc,
+                      F_TRANSPOSE if tb else 0)
+
+    def l1_to_l0(self, sb: StreamBuilder, l1_addr: int, dst: Operand, k_rows: bool,
+                 width: int, at: int, length: int, kk: int, kkc: int, flags: int) -> None:
+        """Copy ``length`` rows/columns from ``at`` and K ``kk:+kkc`` of an L1 tile that
+        holds K as its rows (``width`` wide) or as its columns (``k1`` wide)."""
+        if k_rows:
+            src = Operand(self.a_l1.mem, l1_addr + (kk * width + at) * self.isz, kkc, length,
+                          width)
+        else:
+            src = Operand(self.a_l1.mem, l1_addr + (at * self.k1 + kk) * self.isz, length, kkc,
+                          self.k1)
+        sb.emit(Op.COPY, dst, src, dtype=self.in_dt, flags=flags)
 
     def drain(self, sb: StreamBuilder, c: _Chunk, c_op: Operand) -> None:
         mcur, ncur = self.extents(c)
