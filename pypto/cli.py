@@ -149,12 +149,18 @@ def tune(file: FileArg, kernel: KernelOpt = None, target: TargetOpt = None,
              "--early-stopping", help="Stop a workload after this many trials without "
                                       "improvement.")] = None,
          seed: Annotated[int | None, typer.Option(help="Seed: a seeded run is "
-                                                       "reproducible.")] = None) -> None:
+                                                       "reproducible.")] = None,
+         workers: Annotated[int, typer.Option(
+             "--workers", "-j", help="Worker processes on this machine tuning each workload "
+                                     "together (other runs on the same --db join in too).")
+                            ] = 1) -> None:
     """Tune the schedules of the workloads FILE runs; results go to the database."""
     from pypto.tuner.cli import run_tune
 
     if trials < 1:
         raise fail(f"--trials must be at least 1, got {trials}")
+    if workers < 1:
+        raise fail(f"--workers must be at least 1, got {workers}")
     if timeout is not None and timeout <= 0:
         raise fail(f"--timeout must be positive, got {timeout:g}")
     if early_stopping is not None and early_stopping < 1:
@@ -162,7 +168,7 @@ def tune(file: FileArg, kernel: KernelOpt = None, target: TargetOpt = None,
     try:
         code = run_tune(file, kernels=kernel, target=target, trials=trials, strategy=strategy,
                         db=db, timeout=timeout, early_stopping=early_stopping, seed=seed,
-                        capture=_captured)
+                        capture=_captured, workers=workers)
     except PyptoError as exc:
         raise fail(str(exc)) from None
     if code:

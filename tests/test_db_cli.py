@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 import pypto
 from pypto.cli import app
 from pypto.db import Record, lookup, open_store
+from pypto.db.models import SCHEMA_REVISION
 from pypto.sim import MODEL_VERSION
 
 runner = CliRunner()
@@ -130,7 +131,7 @@ def test_upgrade(tmp_path: Path, db: str) -> None:
     result = invoke("db", "upgrade", "--db", db)
     assert result.exit_code == 0 and "up to date" in result.output
     new = invoke("db", "upgrade", "--db", str(tmp_path / "new.db"))
-    assert new.exit_code == 0 and "none -> 0001" in new.output
+    assert new.exit_code == 0 and f"none -> {SCHEMA_REVISION}" in new.output
 
 
 def test_user_errors_are_one_line(tmp_path: Path, db: str) -> None:

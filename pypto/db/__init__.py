@@ -17,7 +17,10 @@ from __future__ import annotations
 
 from pypto.db.location import default_url, display_url, resolve_url
 from pypto.db.records import (
+    STALE_AFTER,
     STATUSES,
+    Claim,
+    ClaimResult,
     CostModelBlob,
     Neighbor,
     Record,
@@ -25,15 +28,18 @@ from pypto.db.records import (
     Stats,
     Summary,
     TargetInfo,
+    TaskProgress,
+    WorkerInfo,
     WorkloadInfo,
 )
 from pypto.db.store import ScheduleStore
 from pypto.errors import DatabaseError
 
 __all__ = [
-    "STATUSES", "CostModelBlob", "DatabaseError", "Neighbor", "Record", "Run", "ScheduleStore",
-    "Stats", "Summary", "TargetInfo", "WorkloadInfo", "default_url", "display_url",
-    "open_store", "resolve_url",
+    "STALE_AFTER", "STATUSES", "Claim", "ClaimResult", "CostModelBlob", "DatabaseError",
+    "Neighbor", "Record", "Run", "ScheduleStore", "Stats", "Summary", "TargetInfo",
+    "TaskProgress", "WorkerInfo", "WorkloadInfo", "default_url", "display_url", "open_store",
+    "resolve_url",
 ]
 
 

@@ -14,6 +14,7 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -28,7 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 #: The Alembic revision this code's models correspond to (``migrations/versions``).
-SCHEMA_REVISION = "0001"
+SCHEMA_REVISION = "0002"
 #: Our Alembic version table (Optuna's Alembic uses the default ``alembic_version``).
 VERSION_TABLE = "pypto_alembic_version"
 PREFIX = "pypto_"
@@ -135,6 +136,33 @@ class RecordRow(Base):
         ForeignKey("pypto_runs.id", ondelete="SET NULL"), index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ClaimRow(Base):
+    """A schedule a live worker is measuring (``ScheduleStore.claim``): at most one per
+    (workload, target, schedule, model version), like records, so two workers never measure
+    the same schedule. Deleted when its record lands or its worker gives it back; a claim
+    whose ``heartbeat`` (epoch seconds) went stale belonged to a dead worker."""
+
+    __tablename__ = "pypto_claims"
+    __table_args__ = (
+        UniqueConstraint("workload_id", "target_id", "schedule_key", "model_version"),
+    )
+
+    id: Mapped[int] = mapped_column(BIG_ID, primary_key=True)
+    workload_id: Mapped[int] = mapped_column(
+        ForeignKey("pypto_workloads.id", ondelete="CASCADE"))
+    target_id: Mapped[int] = mapped_column(ForeignKey("pypto_targets.id", ondelete="CASCADE"))
+    schedule: Mapped[str] = mapped_column(Text)       # Schedule.to_json()
+    schedule_key: Mapped[str] = mapped_column(KEY)
+    model_version: Mapped[str] = mapped_column(String(64))
+    worker: Mapped[str] = mapped_column(String(128), index=True)
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    study: Mapped[str] = mapped_column(String(512), default="")
+    trial: Mapped[int | None] = mapped_column(Integer)
+    heartbeat: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class CostModelRow(Base):

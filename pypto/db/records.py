@@ -186,6 +186,85 @@ class CostModelBlob:
     updated_at: datetime | None = None
 
 
+#: A claim whose heartbeat is older than this many seconds belongs to a dead worker.
+STALE_AFTER = 30.0
+#: What ``ScheduleStore.claim`` answered.
+CLAIM_STATUSES = ("claimed", "measured", "busy", "full")
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """A tuning worker: one process, named uniquely, with the host and pid that let a peer on
+    the same host tell at once that it died (``os.kill(pid, 0)``)."""
+
+    id: str
+    host: str
+    pid: int
+
+    @staticmethod
+    def current() -> WorkerInfo:
+        """A new identity for this process (unique even if the pid is reused later)."""
+        import os
+        import socket
+        import uuid
+
+        return WorkerInfo(f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}",
+                          socket.gethostname(), os.getpid())
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A worker's claim to be measuring ``schedule`` of a workload on a target right now.
+
+    ``heartbeat`` (seconds since the epoch) is refreshed while the worker lives; ``study``
+    and ``trial`` name the Optuna trial that proposed the schedule, so that a peer can fail
+    and re-queue it when the worker dies."""
+
+    workload_key: str
+    target_key: str
+    schedule: Schedule
+    worker: str
+    host: str
+    pid: int
+    heartbeat: float
+    study: str = ""
+    trial: int | None = None
+    model_version: str = MODEL_VERSION
+
+    @property
+    def schedule_key(self) -> str:
+        return self.schedule.key
+
+
+@dataclass(frozen=True)
+class TaskProgress:
+    """Where the tuning of one (workload, target, model version) stands, across workers.
+
+    ``measured`` counts records that are trials (every status but ``invalid``);
+    ``in_flight`` the live claims; ``since_best`` the trials recorded after the best one."""
+
+    measured: int = 0
+    in_flight: int = 0
+    best_cycles: int | None = None
+    since_best: int = 0
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """The answer of ``ScheduleStore.claim``.
+
+    ``status``: ``claimed`` (measure it; the claim ends when its record is added, or with
+    ``release``), ``measured`` (``record`` holds the result), ``busy`` (a live worker is
+    measuring it), ``full`` (measured plus in flight reached the budget). ``reaped``: the
+    claims of dead workers on this task that this call removed, for their schedules to be
+    re-queued."""
+
+    status: str
+    progress: TaskProgress
+    record: Record | None = None
+    reaped: tuple[Claim, ...] = ()
+
+
 @dataclass(frozen=True)
 class Summary:
     """Records of one workload on one target under one model version."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -31,12 +32,16 @@ from sqlalchemy import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
+from pypto.db import claims as cl
 from pypto.db import models as m
 from pypto.db import queries as qs
 from pypto.db.engine import ADVISORY_LOCK, database_error, make_engine, schema_state
 from pypto.db.location import display_url, sqlite_path
 from pypto.db.records import (
     RUN_STATUSES,
+    STALE_AFTER,
+    Claim,
+    ClaimResult,
     CostModelBlob,
     Neighbor,
     Record,
@@ -44,10 +49,13 @@ from pypto.db.records import (
     Stats,
     Summary,
     TargetInfo,
+    TaskProgress,
+    WorkerInfo,
     WorkloadInfo,
 )
 from pypto.db.store import ScheduleStore
 from pypto.errors import DatabaseError
+from pypto.schedule_space.schedule import Schedule
 from pypto.sim import MODEL_VERSION
 
 CHUNK = 500  # keys per IN (...) list
@@ -176,6 +184,7 @@ class SQLStore(ScheduleStore):
                 stmt = stmt.on_conflict_do_nothing(index_elements=conflict)
             result = conn.execute(stmt.returning(m.RecordRow.id), rows)
             written = len(result.all())
+            cl.end_claims_of(conn, rows)
         _records_changed()
         return written
 
@@ -319,6 +328,48 @@ class SQLStore(ScheduleStore):
             q = q.limit(limit)
         with self._tx(write=False) as conn:
             return [Run(*row[:10], qs.utc(row[10]), qs.utc(row[11])) for row in conn.execute(q)]
+
+    # -- claims ---------------------------------------------------------------------------
+    def claim(self, workload_key: str, target_key: str, schedule: Schedule, *,
+              worker: WorkerInfo, budget: int | None = None, study: str = "",
+              trial: int | None = None, stale_after: float = STALE_AFTER,
+              model_version: str = MODEL_VERSION) -> ClaimResult:
+        self._exists(write=True)
+        with self._tx(write=True) as conn:
+            return cl.claim(conn, self.dialect, workload_key, target_key, schedule,
+                            worker=worker, budget=budget, study=study, trial=trial,
+                            stale_after=stale_after, mv=model_version)
+
+    def release(self, worker_id: str, schedule_keys: Iterable[str] | None = None) -> list[Claim]:
+        if not self._exists(write=False):
+            return []
+        with self._tx(write=True) as conn:
+            return cl.release(conn, worker_id, schedule_keys)
+
+    def heartbeat(self, worker_id: str) -> int:
+        if not self._exists(write=False):
+            return 0
+        with self._tx(write=True) as conn:
+            return cl.heartbeat(conn, worker_id)
+
+    def claims(self, workload_key: str | None = None, target_key: str | None = None,
+               model_version: str = MODEL_VERSION) -> list[Claim]:
+        if not self._exists(write=False):
+            return []
+        with self._tx(write=False) as conn:
+            return cl.listing(conn, workload_key, target_key, model_version)
+
+    def progress(self, workload_key: str, target_key: str, *, stale_after: float = STALE_AFTER,
+                 model_version: str = MODEL_VERSION) -> TaskProgress:
+        if not self._exists(write=False):
+            return TaskProgress()
+        with self._tx(write=False) as conn:
+            ids = self._ids(conn, m.WorkloadRow, {workload_key}), \
+                self._ids(conn, m.TargetRow, {target_key})
+            if workload_key not in ids[0] or target_key not in ids[1]:
+                return TaskProgress()
+            return cl.progress(conn, ids[0][workload_key], ids[1][target_key], model_version,
+                               time.time() - stale_after)
 
     # -- cost models ----------------------------------------------------------------------
     def save_cost_model(self, model: CostModelBlob, target: TargetInfo) -> None:

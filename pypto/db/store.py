@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pypto.db.records import (
+    STALE_AFTER,
+    Claim,
+    ClaimResult,
     CostModelBlob,
     Neighbor,
     Record,
@@ -21,6 +24,8 @@ from pypto.db.records import (
     Stats,
     Summary,
     TargetInfo,
+    TaskProgress,
+    WorkerInfo,
     WorkloadInfo,
 )
 from pypto.sim import MODEL_VERSION
@@ -28,6 +33,7 @@ from pypto.sim import MODEL_VERSION
 if TYPE_CHECKING:
     from pypto.db.jsonl import ImportReport
     from pypto.ir.workload import Workload
+    from pypto.schedule_space import Schedule
     from pypto.targets import Target
 
 
@@ -47,6 +53,11 @@ class ScheduleStore(abc.ABC):
       reported (``DatabaseError``) and never modified.
     - Every failure of the underlying database becomes ``DatabaseError``.
     - Safe for several processes writing at once (they wait, they do not fail).
+    - Claims make parallel tuning exact: ``claim`` is atomic per (workload, target), so
+      two workers never measure one schedule and measured plus in-flight trials never pass
+      the budget. A record that lands ends the claim on its schedule. A claim whose
+      heartbeat is older than ``stale_after`` seconds belongs to a dead worker: it neither
+      counts nor blocks, and the next ``claim`` on the task removes it and reports it.
 
     Example:
         >>> import pypto
@@ -120,6 +131,40 @@ class ScheduleStore(abc.ABC):
     @abc.abstractmethod
     def runs(self, limit: int | None = None) -> list[Run]:
         """Runs, most recent first."""
+
+    # -- claims (parallel tuning) -----------------------------------------------------------
+    @abc.abstractmethod
+    def claim(self, workload_key: str, target_key: str, schedule: Schedule, *,
+              worker: WorkerInfo, budget: int | None = None, study: str = "",
+              trial: int | None = None, stale_after: float = STALE_AFTER,
+              model_version: str = MODEL_VERSION) -> ClaimResult:
+        """Claim ``schedule`` for ``worker`` to measure, in one atomic step: ``measured`` if
+        a record exists, ``busy`` if a live claim of another worker exists (a claim of the
+        same worker is renewed), ``full`` if ``budget`` trials are measured or in flight,
+        else ``claimed``. Also refreshes every claim of ``worker`` and removes the stale
+        claims of the task (``ClaimResult.reaped``). The workload and target must be
+        registered (``start_run`` or ``add_records``), else ``DatabaseError``."""
+
+    @abc.abstractmethod
+    def release(self, worker_id: str, schedule_keys: Iterable[str] | None = None) -> list[Claim]:
+        """Remove the claims of ``worker_id`` (those on ``schedule_keys``, or all); return
+        them."""
+
+    @abc.abstractmethod
+    def heartbeat(self, worker_id: str) -> int:
+        """Mark every claim of ``worker_id`` alive now; return how many it holds."""
+
+    @abc.abstractmethod
+    def claims(self, workload_key: str | None = None, target_key: str | None = None,
+               model_version: str = MODEL_VERSION) -> list[Claim]:
+        """Current claims (stale ones included), oldest first."""
+
+    @abc.abstractmethod
+    def progress(self, workload_key: str, target_key: str, *,
+                 stale_after: float = STALE_AFTER,
+                 model_version: str = MODEL_VERSION) -> TaskProgress:
+        """Measured and in-flight trials of (workload, target, model version), and the best;
+        a snapshot of one moment."""
 
     # -- cost models --------------------------------------------------------------------
     @abc.abstractmethod

@@ -1,15 +1,17 @@
 """``pypto tune``: search a workload's schedule space on the simulated NPU (DESIGN §7).
 
-Modules load on use (Optuna only inside the strategies and the loop):
+Modules load on use (Optuna only inside the strategies, the study and the loop):
 
 - ``tasks``: the workloads a script runs, deduplicated, each with its space and default;
 - ``measure``: lower + simulate one schedule, a status instead of an exception;
 - ``strategies``: search strategies, small modules looked up by name;
-- ``loop``: the ask/tell loop, resumable from the database, committing as it goes;
+- ``loop``: one worker's ask / claim / measure / record / tell loop, resumable from the
+  database, exact in its trial count however many workers share the task;
+- ``study``: where the Optuna study lives (in memory, a journal file beside a SQLite
+  database, or PostgreSQL) and how a dead worker's trial is failed and re-queued;
+- ``liveness``: heartbeats of claims, dead processes on this host, dying with the parent;
+- ``workers``: ``--workers N`` processes tuning each workload together;
 - ``cli``: the ``pypto tune`` command's body (progress bars, tables).
-
-Not yet: ``--workers`` (several processes, Optuna JournalStorage) and PostgreSQL-shared
-studies; a single process tunes one workload at a time with an in-memory Optuna study.
 """
 
 from __future__ import annotations

@@ -44,16 +44,18 @@ def _fmt_us(task: Any, cycles: int | None) -> str:
 def run_tune(file: Path, *, kernels: list[str] | None, target: str | None, trials: int,
              strategy: str, db: str | None, timeout: float | None,
              early_stopping: int | None, seed: int | None,
-             capture: Callable[..., list[Any]]) -> int:
-    """The ``tune`` command; returns the exit code. Raises ``PyptoError`` for bad input."""
+             capture: Callable[..., list[Any]], workers: int = 1) -> int:
+    """The ``tune`` command; returns the exit code. Raises ``PyptoError`` for bad input.
+
+    ``trials`` is the total each workload should have on the target, whoever measures it:
+    this run's ``workers`` processes, or other runs sharing the database."""
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
     from pypto.db.location import display_url
-    from pypto.tuner.loop import tune_task
     from pypto.tuner.strategies import get_strategy
     from pypto.tuner.tasks import extract_tasks
+    from pypto.tuner.workers import Pool, check_workers
 
     get_strategy(strategy, seed)          # unknown name or missing dependency: fail now
     if target is not None:
@@ -61,6 +63,7 @@ def run_tune(file: Path, *, kernels: list[str] | None, target: str | None, trial
 
         load_target(target)
     store, url = _open_store(db)
+    check_workers(workers, url)
     out, err = Console(), Console(stderr=True)
     previous = os.environ.get("PYPTO_DB")
     os.environ["PYPTO_DB"] = url
@@ -81,12 +84,60 @@ def run_tune(file: Path, *, kernels: list[str] | None, target: str | None, trial
                       str(t.space.size()))
     out.print(table)
     err.print(f"strategy {strategy}, {trials} trials per workload, database "
-              f"{display_url(url)}" + (f", seed {seed}" if seed is not None else ""))
+              f"{display_url(url)}" + (f", {workers} worker processes" if workers > 1 else "")
+              + (f", seed {seed}" if seed is not None else ""))
 
     command = " ".join(["pypto", "tune", *sys.argv[2:]]) if sys.argv[1:2] == ["tune"] else ""
     deadline = time.perf_counter() + timeout if timeout else None
+    pool = None
+    if workers > 1:
+        pool = Pool(tasks, store, workers=workers, strategy=strategy, trials=trials, seed=seed,
+                    early_stopping=early_stopping, deadline=deadline, command=command,
+                    host=socket.gethostname())
+    try:
+        results = _tune_all(tasks, store, pool, err, strategy=strategy, trials=trials,
+                            seed=seed, early_stopping=early_stopping, deadline=deadline,
+                            command=command)
+    except BaseException:
+        if pool is not None:
+            pool.close(abort=True)
+        raise
+    if pool is not None:
+        pool.close()
+    for line in pool.lost() if pool is not None else []:
+        err.print(f"{line}; the other workers went on", markup=False)
+
+    summary = Table(title="Tuning results")
+    for col in ("task", "default µs", "tuned µs", "speedup", "vs roofline", "trials",
+                "time s"):
+        summary.add_column(col, justify="left" if col == "task" else "right")
+    for res in results:
+        t = res.task
+        summary.add_row(t.label, _fmt_us(t, res.default_cycles),
+                        _fmt_us(t, res.best_cycles),
+                        f"{res.speedup:.2f}x" if res.speedup else "-",
+                        f"{res.efficiency:.0%}" if res.efficiency else "-",
+                        str(res.trials_total), f"{res.elapsed:.1f}")
+    out.print(summary)
+    failed = [r.task.label for r in results if r.status == "failed"]
+    if failed:
+        err.print(f"error: the workers stopped before {', '.join(failed)} reached {trials} "
+                  "trials (see above); run the command again to go on", markup=False)
+        return 1
+    return 0
+
+
+def _tune_all(tasks: list[Any], store: Any, pool: Any, err: Any, *, strategy: str,
+              trials: int, seed: int | None, early_stopping: int | None,
+              deadline: float | None, command: str) -> list[Any]:
+    """Tune each task in turn (here, or by the workers of ``pool``), with a progress bar
+    showing the trials of every worker."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from pypto.tuner.loop import tune_task
+
     results = []
-    for task in tasks:
+    for i, task in enumerate(tasks):
         with Progress(TextColumn("{task.description}"), BarColumn(),
                       TextColumn("{task.completed}/{task.total} trials"),
                       TextColumn("{task.fields[best]}"), TextColumn("{task.fields[rate]}"),
@@ -102,35 +153,34 @@ def run_tune(file: Path, *, kernels: list[str] | None, target: str | None, trial
                 progress.update(bar, completed=res.trials_total, best=best,
                                 rate=f"{res.rate:.1f} trials/s")
 
-            res = tune_task(task, store, strategy, trials, seed=seed,
-                            early_stopping=early_stopping, deadline=deadline,
-                            command=command, host=socket.gethostname(),
-                            on_start=show, on_progress=show)
+            if pool is not None:
+                res = pool.tune(i, on_progress=show)
+            else:
+                res = tune_task(task, store, strategy, trials, seed=seed,
+                                early_stopping=early_stopping, deadline=deadline,
+                                command=command, host=socket.gethostname(),
+                                on_start=show, on_progress=show)
             show(res)
         if res.status == "complete":
             err.print(f"{task.label}: already has {res.trials_before} trials on "
                       f"{task.target.name} (asked {trials}): nothing to do")
         else:
-            notes = [f"{res.trials_run} measured"]
-            if res.rejected:
-                notes.append(f"{res.rejected} infeasible point(s) rejected unmeasured")
-            if res.duplicates:
-                notes.append(f"{res.duplicates} already-measured proposal(s) skipped")
-            if res.errors:
-                notes.append(f"{res.errors} failed")
-            err.print(f"{task.label}: {res.status}: " + ", ".join(notes))
+            err.print(f"{task.label}: {res.status}: " + ", ".join(_notes(res)))
         results.append(res)
+    return results
 
-    summary = Table(title="Tuning results")
-    for col in ("task", "default µs", "tuned µs", "speedup", "vs roofline", "trials",
-                "time s"):
-        summary.add_column(col, justify="left" if col == "task" else "right")
-    for res in results:
-        t = res.task
-        summary.add_row(t.label, _fmt_us(t, res.default_cycles),
-                        _fmt_us(t, res.best_cycles),
-                        f"{res.speedup:.2f}x" if res.speedup else "-",
-                        f"{res.efficiency:.0%}" if res.efficiency else "-",
-                        str(res.trials_total), f"{res.elapsed:.1f}")
-    out.print(summary)
-    return 0
+
+def _notes(res: Any) -> list[str]:
+    notes = [f"{res.trials_run} measured"]
+    others = res.trials_total - res.trials_before - res.trials_run
+    if others > 0:
+        notes.append(f"{others} by other processes")
+    if res.rejected:
+        notes.append(f"{res.rejected} infeasible point(s) rejected unmeasured")
+    if res.duplicates:
+        notes.append(f"{res.duplicates} proposal(s) measured or in flight elsewhere skipped")
+    if res.requeued:
+        notes.append(f"{res.requeued} schedule(s) of dead workers re-queued")
+    if res.errors:
+        notes.append(f"{res.errors} failed")
+    return notes

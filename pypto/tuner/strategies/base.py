@@ -18,6 +18,8 @@ class Strategy:
     it unmeasured."""
 
     name = ""
+    #: how schedules become Optuna parameters; strategies that agree share a study
+    encoding = "categorical"
 
     def __init__(self, seed: int | None) -> None:
         self.seed = seed
@@ -51,6 +53,8 @@ class FeasibleStrategy(Strategy):
     choices still feasible given the axes already picked (as ``Space.sample`` does), so
     the sampler never proposes a point the space rejects and model-based samplers see
     ordered, numeric parameters."""
+
+    encoding = "feasible"
 
     def propose(self, study: optuna.Study, space: Space) -> tuple[Any, Schedule | None]:
         from pypto.schedule_space import Schedule

@@ -1,0 +1,264 @@
+"""``pypto tune --workers N``: N processes of this machine tune each workload together.
+
+The parent starts one run per workload still short of its trials, warm-starts the shared
+study of each (``pypto.tuner.study``), and starts N worker processes (``spawn``: fresh
+interpreters, nothing inherited but the plain job). Every worker goes through the tasks in
+order, each with the loop a single process uses (``tune_task(shared=True)``), so they
+coordinate the same way independent ``pypto tune`` processes do: through claims in the
+schedule database and one Optuna study. The parent shows the progress of all of them from
+the database and gathers their counts through a queue. A worker dies with its parent; a
+worker that dies alone has its claims freed and its trial re-queued by the others, and the
+run goes on without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue as queues
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pypto.tuner import TuneError
+from pypto.tuner.loop import TaskResult
+
+if TYPE_CHECKING:
+    from pypto.db import ScheduleStore
+    from pypto.ir.workload import Workload
+    from pypto.tuner.tasks import Task
+
+POLL_S = 0.25
+
+
+@dataclass(frozen=True)
+class Job:
+    """What one worker process is asked to do (pickled into it)."""
+
+    index: int
+    url: str
+    # kernel, index, workload, target descriptor (``Target.to_dict``; targets do not pickle)
+    tasks: tuple[tuple[str, int, Workload, dict[str, Any]], ...]
+    run_ids: tuple[int | None, ...]
+    strategy: str
+    trials: int
+    seed: int | None
+    early_stopping: int | None
+    deadline: float | None          # time.time() value
+    time_limit: float | None
+    parent: int
+
+
+def work(job: Job, out: Any) -> None:
+    """A worker process: tune every task of ``job``; report each to ``out``."""
+    import warnings
+
+    from pypto.db import WorkerInfo, open_store
+    from pypto.errors import PyptoError
+    from pypto.schedule_space import space_for
+    from pypto.targets.target import Target
+    from pypto.tuner.liveness import die_with_parent, parent_gone
+    from pypto.tuner.loop import tune_task
+    from pypto.tuner.tasks import Task
+
+    die_with_parent()
+    if parent_gone(job.parent):
+        return
+    warnings.simplefilter("ignore")
+    worker = WorkerInfo.current()
+    deadline = None
+    if job.deadline is not None:
+        deadline = time.perf_counter() + job.deadline - time.time()
+    seed = None if job.seed is None else job.seed + job.index
+    store = open_store(job.url)
+    try:
+        for i, (kernel, index, wl, descriptor) in enumerate(job.tasks):
+            target = Target.from_dict(descriptor, "<pypto tune>")
+            task = Task(kernel, index, wl, target, space_for(wl, target))
+            res = tune_task(task, store, job.strategy, job.trials, seed=seed,
+                            early_stopping=job.early_stopping, deadline=deadline,
+                            time_limit=job.time_limit, worker=worker, shared=True,
+                            warm=False, run_id=job.run_ids[i],
+                            should_stop=lambda: parent_gone(job.parent))
+            out.put(("done", job.index, i, res.stats()))
+    except KeyboardInterrupt:
+        pass
+    except PyptoError as e:
+        out.put(("error", job.index, str(e)))
+    except Exception as e:  # noqa: BLE001 - reported by the parent, which goes on
+        out.put(("error", job.index, f"{type(e).__name__}: {e}"))
+    finally:
+        store.close()
+
+
+class Pool:
+    """The worker processes of one ``pypto tune --workers N`` run."""
+
+    def __init__(self, tasks: list[Task], store: ScheduleStore, *, workers: int, strategy: str,
+                 trials: int, seed: int | None, early_stopping: int | None,
+                 deadline: float | None, time_limit: float | None = None, command: str = "",
+                 host: str = "") -> None:
+        import multiprocessing
+
+        from pypto.db import TargetInfo, WorkloadInfo
+        from pypto.tuner.loop import prior_records
+        from pypto.tuner.strategies import get_strategy
+        from pypto.tuner.study import open_storage, open_study
+
+        self.tasks, self.store, self.trials, self.n = tasks, store, trials, workers
+        storage = None
+        strat = get_strategy(strategy, seed)
+        self.before: list[int] = []
+        run_ids: list[int | None] = []
+        for t in tasks:
+            done = store.progress(t.workload.key, t.target.key).measured
+            self.before.append(done)
+            if done >= trials:
+                run_ids.append(None)
+                continue
+            run_ids.append(store.start_run(strategy=strategy, trials_asked=trials,
+                                           command=command, host=host,
+                                           workload=WorkloadInfo.of(t.workload),
+                                           target=TargetInfo.of(t.target)))
+            storage = storage or open_storage(store.url)
+            open_study(t, strat, storage, prior_records(store, t))
+        self.run_ids = run_ids
+        self.strategy, self.seed = strategy, seed
+        self.procs: list[Any] = []
+        self.reports: dict[int, dict[int, dict[str, Any]]] = {}   # task -> worker -> stats
+        self.errors: dict[int, str] = {}                          # worker -> message
+        if all(r is None for r in run_ids):
+            return          # every workload has its trials: no worker to start
+        ctx = multiprocessing.get_context("spawn")
+        self.queue = ctx.Queue()
+        wall_deadline = None if deadline is None else time.time() + deadline - time.perf_counter()
+        for k in range(workers):
+            job = Job(k, store.url, tuple((t.kernel, t.index, t.workload, t.target.to_dict())
+                                          for t in tasks), tuple(run_ids), strategy, trials,
+                      seed, early_stopping, wall_deadline, time_limit, os.getpid())
+            proc = ctx.Process(target=work, args=(job, self.queue), name=f"pypto-worker-{k}")
+            proc.start()
+            self.procs.append(proc)
+
+    def tune(self, i: int, on_progress: Callable[[TaskResult], None] | None = None
+             ) -> TaskResult:
+        """Wait until every worker is through task ``i`` (or gone); its outcome."""
+        from pypto.tuner.loop import tune_task
+
+        task = self.tasks[i]
+        if self.run_ids[i] is None:     # complete before the run: nothing to wait for
+            return tune_task(task, self.store, self.strategy, self.trials, seed=self.seed,
+                             shared=False)
+        res = TaskResult(task, self.trials, trials_before=self.before[i], run_id=self.run_ids[i])
+        res.task_bound = _bound(task)
+        looked = 0.0
+        while True:
+            self._drain()
+            waiting = [k for k, p in enumerate(self.procs)
+                       if k not in self.reports.get(i, {}) and k not in self.errors
+                       and p.exitcode is None]
+            snap = self.store.progress(task.workload.key, task.target.key)
+            res.measured_total = snap.measured
+            res.best_cycles = snap.best_cycles
+            if res.default_cycles is None and time.perf_counter() - looked >= 1.0:
+                looked = time.perf_counter()        # the baseline, once a worker measured it
+                res.default_cycles = _default_cycles(self.store, task)
+            if on_progress:
+                on_progress(res)
+            if not waiting:
+                break
+        self._drain(wait=False)   # a worker that exited has flushed its reports
+        return self._outcome(i, res)
+
+    def _drain(self, wait: bool = True) -> None:
+        with contextlib.suppress(queues.Empty):
+            msg = self.queue.get(timeout=POLL_S) if wait else self.queue.get_nowait()
+            while True:
+                if msg[0] == "done":
+                    self.reports.setdefault(msg[2], {})[msg[1]] = msg[3]
+                else:
+                    self.errors[msg[1]] = msg[2]
+                msg = self.queue.get_nowait()
+
+    def _outcome(self, i: int, res: TaskResult) -> TaskResult:
+        task, reports = self.tasks[i], list(self.reports.get(i, {}).values())
+        for name in ("trials_run", "rejected", "duplicates", "errors", "requeued",
+                     "measure_s", "lower_s", "simulate_s"):
+            setattr(res, name, sum(r[name] for r in reports))
+        res.default_cycles = next((r["default_cycles"] for r in reports
+                                   if r["default_cycles"] is not None), None)
+        statuses = {r["status"] for r in reports}
+        res.status = next((s for s in ("timeout", "early-stopped", "exhausted", "interrupted")
+                           if s in statuses), "complete" if statuses == {"complete"} else "done")
+        best = self.store.best(task.workload.key, task.target.key)
+        if best is not None:
+            res.best_cycles, res.best_schedule = best.cycles, best.schedule
+        res.measured_total = self.store.progress(task.workload.key, task.target.key).measured
+        default = task.space.default()
+        if res.default_cycles is None:
+            res.default_cycles = _default_cycles(self.store, task)
+        if res.default_cycles is not None and (res.best_cycles is None
+                                               or res.default_cycles < res.best_cycles):
+            res.best_cycles, res.best_schedule = res.default_cycles, default
+        if len(reports) < self.n and res.status == "done" and res.trials_total < self.trials:
+            res.status = "failed"
+        res.elapsed = time.perf_counter() - res.started
+        if res.run_id is not None:
+            self.store.update_run(res.run_id, trials_done=res.trials_run,
+                                  best_cycles=res.best_cycles,
+                                  status="failed" if res.status == "failed" else (
+                                      "interrupted" if res.status == "interrupted" else "done"))
+        return res
+
+    def lost(self) -> list[str]:
+        """What became of workers that did not finish: errors, or how they died."""
+        out = [f"worker {k}: {msg}" for k, msg in sorted(self.errors.items())]
+        for k, p in enumerate(self.procs):
+            if k not in self.errors and p.exitcode not in (None, 0):
+                how = f"killed by signal {-p.exitcode}" if p.exitcode < 0 else \
+                    f"exit code {p.exitcode}"
+                out.append(f"worker {k} (pid {p.pid}) died: {how}")
+        return out
+
+    def close(self, abort: bool = False) -> None:
+        """Wait for the workers (they are through every task); with ``abort``, interrupt
+        them first (they give back their claims on the way out)."""
+        if not self.procs:
+            return
+        if abort:
+            for p in self.procs:
+                if p.exitcode is None and p.pid is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(p.pid, signal.SIGINT)
+        for p in self.procs:
+            p.join(timeout=10)
+        for p in self.procs:
+            if p.exitcode is None:
+                p.terminate()
+                p.join(timeout=5)
+        self.queue.close()
+
+
+def _default_cycles(store: ScheduleStore, task: Task) -> int | None:
+    from pypto.tuner.loop import prior_records
+
+    key = task.space.default().key
+    return next((r.cycles for r in prior_records(store, task) if r.schedule_key == key), None)
+
+
+def _bound(task: Task) -> int:
+    from pypto.sim.roofline import workload_bound
+
+    return workload_bound(task.workload, task.target)
+
+
+def check_workers(workers: int, url: str) -> None:
+    """Raises ``TuneError`` unless ``workers`` processes can share the database at ``url``."""
+    from pypto.db.location import sqlite_path
+
+    if workers > 1 and url.startswith("sqlite") and sqlite_path(url) is None:
+        raise TuneError(f"--workers {workers} needs a database the worker processes can "
+                        "share: give --db a SQLite file or a postgresql:// URL, not an "
+                        "in-memory database")

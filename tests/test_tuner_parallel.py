@@ -1,0 +1,375 @@
+"""Parallel and shared tuning: ``--workers N``, independent processes on one database
+(SQLite, and the real PostgreSQL when ``PYPTO_TEST_PG_URL`` is set), SIGKILLed workers.
+
+The tuning runs are real processes (``python -m pypto.cli tune``); the claims behind them
+are tested directly over both backends first.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pypto.cli import app
+from pypto.db import Record, TargetInfo, WorkerInfo, WorkloadInfo, open_store
+from pypto.schedule_space import Schedule
+
+ROOT = Path(__file__).resolve().parent.parent
+PG_ENV = "PYPTO_TEST_PG_URL"
+runner = CliRunner()
+
+
+def gemm(n: int) -> str:
+    return textwrap.dedent(f"""
+        import numpy as np, pypto
+
+        @pypto.kernel
+        def gemm{n}(a, b):
+            return pypto.matmul(a, b)
+
+        a = pypto.tensor(np.ones(({n}, {n})), dtype="float16")
+        b = pypto.tensor(np.ones(({n}, {n})), dtype="float16")
+        gemm{n}(a, b)
+    """)
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    p = tmp_path / "gemm128.py"
+    p.write_text(gemm(128))
+    return p
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A PostgreSQL URL whose search_path is a fresh schema (ours and Optuna's tables go
+    there; dropped afterwards)."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+
+    base = os.environ.get(PG_ENV)
+    if not base:
+        pytest.skip(f"the PostgreSQL tests need {PG_ENV} (e.g. "
+                    "postgresql+psycopg://postgres@127.0.0.1:5432/test)")
+    schema = f"pypto_par_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(base)
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield make_url(base).update_query_dict(
+            {"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f'DROP SCHEMA "{schema}" CASCADE')
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'claims.db'}"
+    return str(request.getfixturevalue("pg_url"))
+
+
+def tune_cmd(script: Path, url: str, trials: int, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "pypto.cli", "tune", str(script), "--trials", str(trials),
+            "--db", url, "--strategy", "random", *extra]
+
+
+def run(cmd: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def records(url: str) -> list[Record]:
+    with open_store(url) as store:
+        return store.records()
+
+
+def tuned_us(stdout: str) -> str:
+    """The 'tuned µs' cell of the summary table."""
+    row = [line for line in stdout.splitlines() if re.match(r"^│ gemm\d+\[0\]", line)][-1]
+    return [cell.strip() for cell in row.split("│")][3]
+
+
+def measured_here(stderr: str) -> int:
+    """How many trials a run says it measured itself."""
+    if "nothing to do" in stderr:
+        return 0
+    found = re.search(r"\]: [a-z-]+: (\d+) measured", stderr)
+    assert found, stderr
+    return int(found.group(1))
+
+
+def assert_exact(url: str, trials: int) -> list[str]:
+    keys = [r.schedule_key for r in records(url)]
+    assert len(keys) == trials
+    assert len(set(keys)) == trials, "a schedule was measured twice"
+    with open_store(url) as store:
+        assert store.claims() == [], "claims outlived the run"
+    return keys
+
+
+# -- claims, over SQLite and PostgreSQL ------------------------------------------------------
+
+
+def test_claims_are_exclusive_and_count_against_the_budget(url: str) -> None:
+    store = open_store(url)
+    wl = WorkloadInfo("a" * 64, "b" * 64, "matmul", "{}", 1, (1,))
+    tgt = TargetInfo("t", "c" * 64)
+    store.start_run(strategy="random", trials_asked=3, workload=wl, target=tgt)
+    a, b = WorkerInfo("A", "h", 1), WorkerInfo("B", "h", 2)
+    s = [Schedule(m1=16 * (i + 1)) for i in range(5)]
+
+    def claim(sched: Schedule, who: WorkerInfo, **kw: object) -> str:
+        return store.claim(wl.key, tgt.key, sched, worker=who, budget=3, **kw).status  # type: ignore[arg-type]
+
+    assert claim(s[0], a) == "claimed"
+    assert claim(s[0], b) == "busy"               # another live worker measures it
+    assert claim(s[0], a) == "claimed"            # renewing one's own claim
+    assert claim(s[1], b) == "claimed" and claim(s[2], b) == "claimed"
+    assert claim(s[3], a) == "full"               # 3 in flight: the budget is held
+    assert store.add_records([Record(wl.key, tgt.key, s[0], cycles=90)]) == 1
+    assert [c.schedule_key for c in store.claims()] == [s[1].key, s[2].key]
+    got = store.claim(wl.key, tgt.key, s[0], worker=b, budget=3)
+    assert got.status == "measured" and got.record is not None and got.record.cycles == 90
+    assert got.progress.measured == 1 and got.progress.in_flight == 2
+    assert got.progress.best_cycles == 90
+    assert [c.schedule_key for c in store.release("B", [s[1].key])] == [s[1].key]
+    assert claim(s[3], a) == "claimed"            # a released claim frees its slot
+    # B stops beating: after stale_after its claim is removed by the next claim
+    time.sleep(0.3)
+    store.heartbeat("A")
+    late = store.claim(wl.key, tgt.key, s[4], worker=a, budget=4, stale_after=0.2)
+    assert late.status == "claimed" and [c.schedule_key for c in late.reaped] == [s[2].key]
+    assert late.reaped[0].worker == "B"
+    assert store.progress(wl.key, tgt.key).in_flight == 2
+    store.close()
+
+
+def test_heartbeats_keep_claims_alive_and_dead_processes_here_lose_them(tmp_path: Path
+                                                                       ) -> None:
+    from pypto.tuner.liveness import dead_here, heartbeat, pid_alive
+
+    store = open_store(f"sqlite:///{tmp_path / 'live.db'}")
+    wl = WorkloadInfo("a" * 64, "b" * 64, "matmul", "{}", 1, (1,))
+    tgt = TargetInfo("t", "c" * 64)
+    store.start_run(strategy="random", trials_asked=3, workload=wl, target=tgt)
+    me = WorkerInfo.current()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert not pid_alive(gone.pid) and pid_alive(os.getpid())
+    ghost = WorkerInfo("ghost", me.host, gone.pid)
+    assert store.claim(wl.key, tgt.key, Schedule(m1=16), worker=me).status == "claimed"
+    assert store.claim(wl.key, tgt.key, Schedule(m1=32), worker=ghost).status == "claimed"
+    first = {c.worker: c.heartbeat for c in store.claims()}
+    with heartbeat(store, me, interval=0.05):
+        time.sleep(0.3)
+    beats = {c.worker: c.heartbeat for c in store.claims()}
+    assert beats[me.id] > first[me.id] and beats["ghost"] == first["ghost"]
+    (freed,) = dead_here(store, wl.key, tgt.key, me)
+    assert freed.worker == "ghost" and [c.worker for c in store.claims()] == [me.id]
+    store.close()
+
+
+def test_a_database_of_revision_0001_upgrades_to_claims(url: str) -> None:
+    """Claims came with schema revision 0002: an older database is reported until
+    ``pypto db upgrade``, which adds them and nothing else."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    from pypto.db import DatabaseError, migrate, models
+    from pypto.db.sql import SQLStore
+
+    if url.startswith("sqlite"):
+        Path(url.split("///", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
+    assert migrate.upgrade(url, "0001") == (None, "0001")
+    with pytest.raises(DatabaseError, match="revision 0001.*pypto db upgrade"):
+        open_store(url).claims()
+    assert migrate.upgrade(url) == ("0001", models.SCHEMA_REVISION)
+    s = SQLStore(url)
+    with s._get_engine().connect() as conn:
+        ctx = MigrationContext.configure(conn, opts={
+            "include_name": lambda name, type_, _: models.managed(name, type_),
+            "include_object": lambda _, name, type_, *a: models.managed(name, type_)})
+        assert compare_metadata(ctx, models.Base.metadata) == []
+    assert s.claims() == []
+    s.close()
+
+
+# -- processes ---------------------------------------------------------------------------------
+
+
+def test_workers_on_sqlite_add_up_exactly(script: Path, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    done = run(tune_cmd(script, url, 24, "--workers", "2", "--strategy", "tpe"))
+    assert "2 worker processes" in " ".join(done.stderr.split())
+    assert re.search(r"24/24 trials", done.stderr), done.stderr
+    assert_exact(url, 24)
+    assert (tmp_path / "w.db.optuna-journal").is_file()     # the shared study
+    with open_store(url) as store:
+        (run_row,) = store.runs()
+        assert (run_row.status, run_row.trials_done) == ("done", 24)
+    again = run(tune_cmd(script, url, 24, "--workers", "2"))
+    assert "nothing to do" in again.stderr
+    assert_exact(url, 24)
+
+
+def _two_processes(script: Path, url: str, trials: int, first: tuple[str, ...] = (),
+                   second: tuple[str, ...] = ()) -> None:
+    procs = [subprocess.Popen(tune_cmd(script, url, trials, *extra), cwd=ROOT, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for extra in (first, second)]
+    outs = [p.communicate(timeout=180) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+    assert_exact(url, trials)
+    with open_store(url) as store:
+        best = store.records(status="ok")[0]
+        assert store.best(best.workload_key, best.target_key) == best
+    us = {tuned_us(out) for out, _ in outs}
+    assert len(us) == 1, f"the two runs print different bests: {us}"
+    assert sum(measured_here(err) for _, err in outs) == trials
+
+
+def test_two_processes_share_a_sqlite_database(script: Path, tmp_path: Path) -> None:
+    _two_processes(script, f"sqlite:///{tmp_path / 'two.db'}", 30)
+
+
+def test_two_processes_share_postgresql(script: Path, pg_url: str) -> None:
+    """On PostgreSQL the study itself is shared (Optuna's RDB storage in the same schema):
+    one process with two workers and one alone."""
+    _two_processes(script, pg_url, 24, first=("--workers", "2"))
+    from sqlalchemy import create_engine, inspect
+
+    engine = create_engine(pg_url)
+    with engine.connect() as conn:
+        tables = set(inspect(conn).get_table_names())
+        (name,) = conn.exec_driver_sql("SELECT study_name FROM studies").scalars().all()
+        told = conn.exec_driver_sql("SELECT count(*) FROM trials WHERE state = 'COMPLETE'"
+                                    ).scalar_one()
+    engine.dispose()
+    assert {"studies", "trials", "pypto_records", "pypto_claims"} <= tables
+    assert name.startswith("pypto:") and told >= 23     # every trial but the default's
+
+
+def _wait_for(predicate: Callable[[], bool], timeout: float = 90) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def _count(url: str) -> int:
+    try:
+        return len(records(url))
+    except Exception:  # noqa: BLE001 - the schema may be half-created
+        return 0
+
+
+def test_sigkill_of_a_worker_run_then_rerun(script: Path, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    cmd = tune_cmd(script, url, 30, "--workers", "2")
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: _count(url) >= 6 or proc.poll() is not None)
+        assert proc.poll() is None, "the run finished before it could be killed"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    with open_store(url) as store:
+        workers = {c.pid for c in store.claims()}
+    from pypto.tuner.liveness import pid_alive
+
+    _wait_for(lambda: not any(pid_alive(p) for p in workers), timeout=10)   # died with it
+    kept = {r.schedule_key for r in records(url)}
+    assert 6 <= len(kept) < 30
+    done = run(cmd)
+    assert "30/30" in done.stderr
+    keys = assert_exact(url, 30)
+    assert kept <= set(keys)
+
+
+def test_a_killed_worker_is_replaced_and_its_schedule_requeued(tmp_path: Path) -> None:
+    """SIGKILL one worker while it measures: the other frees its claim (its process is
+    gone), fails its Optuna trial and re-queues the schedule, and the run still reaches its
+    trial count exactly. (The re-queued trial is measured if budget is left for it, else
+    it waits in the study for the next run.)"""
+    import optuna
+
+    from pypto.tuner.study import journal_path
+
+    script = tmp_path / "gemm512.py"
+    script.write_text(gemm(512))
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    proc = subprocess.Popen(tune_cmd(script, url, 16, "--workers", "2"), cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    victim = None
+    try:
+        def measuring() -> bool:
+            nonlocal victim
+            if proc.poll() is not None or _count(url) < 2:
+                return proc.poll() is not None
+            with open_store(url) as store:
+                claims = store.claims()
+            victim = claims[0] if claims else None
+            return victim is not None
+
+        _wait_for(measuring)
+        assert victim is not None and proc.poll() is None
+        os.kill(victim.pid, signal.SIGKILL)
+        interrupted = victim.schedule_key not in {r.schedule_key for r in records(url)}
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert f"(pid {victim.pid}) died: killed by signal 9" in err
+    keys = assert_exact(url, 16)
+    if not interrupted or victim.trial is None:
+        return      # it recorded just before the kill, or measured the default
+    assert "re-queued" in " ".join(err.split())
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(journal_path(tmp_path / "r.db"))))
+    (summary,) = optuna.get_all_study_summaries(storage)
+    trials = optuna.load_study(study_name=summary.study_name, storage=storage).trials
+    assert trials[victim.trial].state == optuna.trial.TrialState.FAIL
+    (retry,) = [t for t in trials if t.system_attrs.get("failed_trial") == victim.trial]
+    assert retry.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.WAITING)
+    assert (retry.state == optuna.trial.TrialState.COMPLETE) == (victim.schedule_key in keys)
+
+
+# -- bad input ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--workers", "0"], "--workers must be at least 1, got 0"),
+    (["--workers", "-2"], "--workers must be at least 1, got -2"),
+    (["--workers", "2", "--db", "sqlite://"], "needs a database the worker processes can "
+                                              "share"),
+])
+def test_bad_workers(extra: list[str], message: str, script: Path, tmp_path: Path) -> None:
+    args = ["tune", str(script), *extra]
+    if "--db" not in extra:
+        args += ["--db", f"sqlite:///{tmp_path / 'b.db'}"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 1, r.output
+    assert message in r.output and "Traceback" not in r.output
+    assert len(r.output.strip().splitlines()) == 1
