@@ -58,34 +58,7 @@ cdef enum:
 cdef int64_t ADDR_LIMIT = 1LL << 44
 cdef int64_t STRIDE_LIMIT = 1LL << 28
 
-cdef packed struct Instr:          # pypto.codegen.isa.INSTR
-    uint8_t op
-    uint8_t pipe
-    uint8_t pipe2
-    int8_t event
-    uint8_t dtype
-    uint8_t sdtype
-    uint16_t flags
-    int16_t gm
-    double imm
-    uint8_t d_mem
-    int64_t d_addr
-    int32_t d_rows
-    int32_t d_cols
-    int64_t d_rs
-    int64_t d_cs
-    uint8_t a_mem
-    int64_t a_addr
-    int32_t a_rows
-    int32_t a_cols
-    int64_t a_rs
-    int64_t a_cs
-    uint8_t b_mem
-    int64_t b_addr
-    int32_t b_rows
-    int32_t b_cols
-    int64_t b_rs
-    int64_t b_cs
+from pypto.codegen.instr cimport Instr  # pypto.codegen.isa.INSTR
 
 
 def _check_layout():
