@@ -110,6 +110,13 @@ cdef cnp.ndarray new_array(Py_ssize_t n, object dtype):
         _set_huge_pages(before)
 
 
+def empty_stream(Py_ssize_t n):
+    """An uninitialised ``INSTR`` array of ``n`` records, for compiled emitters."""
+    from pypto.codegen.isa import INSTR
+
+    return new_array(n, INSTR)
+
+
 # -- accesses ---------------------------------------------------------------------------
 
 cdef struct Access:
@@ -818,4 +825,4 @@ def emit(self, op, *operands, dtype=None, sdtype=None, flags=0, imm=0.0, pipe=No
     put(row, 8, imm if type(imm) is float else float(imm))
     rows = self.rows
     rows.append(row)
-    return len(rows) - 1
+    return self.packed_count + len(rows) - 1

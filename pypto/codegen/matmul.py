@@ -12,8 +12,12 @@ whose output is the product itself (no fused epilogue).
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
+
+import numpy as np
 
 from pypto.codegen.isa import F_ACCUMULATE, F_ATOMIC, F_RELU, F_TRANSPOSE, Mem, Op
 from pypto.codegen.pipeline import software_pipeline
@@ -71,21 +75,41 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     zero, tile = None, zero_tile_elements(out_dt.itemsize, target)
     if len(parts) > 1:
         zero = arenas.role("vector").alloc(tile * out_dt.itemsize, 1)
+    compiled = _compiled_loop()
+    if compiled is not None:
+        plans = [ctx.gm_operand(mm.args[i], batch_n) for i in (0, 1)]
     streams = []
     for core in range(s["cores"]):
         chunks = []
         for blk_ctr, ((b, mb, nb), (k_lo, k_hi)) in enumerate(units[core::s["cores"]]):
-            ks = list(range(k_lo, k_hi, k1))
+            ks = range(k_lo, k_hi, k1)
             for j, k_at in enumerate(ks):
-                chunks.append(_Chunk(blk_ctr, b, mb * m1, nb * n1, k_at, min(k1, k_hi - k_at),
-                                     len(chunks), j == 0, j == len(ks) - 1))
+                chunks.append((blk_ctr, b, mb * m1, nb * n1, k_at, min(k1, k_hi - k_at),
+                               len(chunks), j == 0, j == len(ks) - 1))
         sb = StreamBuilder()
         if zero is not None:
             clear_output(sb, zero, tile, core, s["cores"], batch_n * sh.m * sh.n, out_dt,
                          gm_out[mm_i])
-        software_pipeline(sb, chunks, s["l1_depth"], ctx.load, ctx.compute, (0, 0))
+        if compiled is None:
+            software_pipeline(sb, [_Chunk(*c) for c in chunks], s["l1_depth"], ctx.load,
+                              ctx.compute, (0, 0))
+        elif chunks:
+            compiled.pipeline(sb, ctx, np.array(chunks, dtype=np.int64), s["l1_depth"],
+                              plans[0][1], plans[1][1], plans[0][0], plans[1][0])
         streams.append(sb)
     return streams
+
+
+def _compiled_loop() -> ModuleType | None:
+    """The compiled K loop (``_matmul.pyx``), unless it is not built or
+    ``PYPTO_CODEGEN=ref`` asks for this module's (the specification's) own."""
+    if os.environ.get("PYPTO_CODEGEN", "").lower() in ("ref", "reference"):
+        return None
+    try:
+        from pypto.codegen import _matmul
+    except ImportError:  # the sync pass warns once that the extensions are not built
+        return None
+    return _matmul
 
 
 @dataclass
@@ -202,8 +226,29 @@ class _Ctx:
                 sb.emit(Op.MMAD, sub, a0, b0, dtype=self.acc_dt, sdtype=self.in_dt,
                         flags=0 if (c.first and kk == 0) else F_ACCUMULATE)
         if c.last:
-            self.drain(sb, c, Operand(self.l0c.mem, base, mcur, ncur, n1))
+            self.drain_chunk(sb, c)
         return a_ctr, b_ctr
+
+    def drain_chunk(self, sb: StreamBuilder, c: _Chunk | tuple) -> None:
+        """The drain after chunk ``c`` (a ``_Chunk`` or its fields), its block's last."""
+        c = c if isinstance(c, _Chunk) else _Chunk(*c)
+        mcur, ncur = self.extents(c)
+        self.drain(sb, c, Operand(self.l0c.mem, self.l0c.addr(c.blk), mcur, ncur, self.n1))
+
+    def gm_operand(self, node_id: int, batch_n: int) -> tuple[tuple, np.ndarray]:
+        """How input ``node_id`` lies in GM, for the compiled loop: ``(symbol, NZ?, row
+        stride, column stride, NZ padded rows, NZ block width)`` and the element offset
+        of each batch."""
+        node = self.wl.nodes[node_id]
+        spec = self.wl.inputs[node.attr("input")]
+        sym = self.gm_in[node.attr("input")]
+        bases = np.array([_batch_offset(node, b, self.sh.batch) for b in range(batch_n)],
+                         dtype=np.int64)
+        if self.layouts[node.attr("input")] == "NZ":
+            _, rpad, c0 = nz_shape(spec.shape, self.isz)
+            return (sym, True, 0, 0, rpad, c0), bases
+        rs, cs = node.attr("strides")[-2:]
+        return (sym, False, rs, cs, 0, 0), bases
 
     def load_a0(self, sb: StreamBuilder, c: _Chunk, a0: Operand, mi: int, mlen: int, kk: int,
                 kkc: int) -> None:

@@ -120,7 +120,8 @@ class Operand:
 @dataclass
 class StreamBuilder:
     """Collects one core's instructions as tuples in ``INSTR`` field order (``rows``),
-    then packs them into an array.
+    then packs them into an array. Instructions that compiled emitters (``_cube.pyx``)
+    wrote as ``INSTR`` records already join with ``extend``.
 
     ``emit`` runs once per generated instruction, so when ``_sync.pyx`` is built its
     compiled ``emit`` replaces this one, which stays as the specification
@@ -128,13 +129,16 @@ class StreamBuilder:
     """
 
     rows: list[tuple] = field(default_factory=list)
+    packed: list[np.ndarray] = field(default_factory=list)  # what comes before ``rows``
+    packed_count: int = 0
 
     def emit(self, op: Op, *operands: Operand, dtype: DType | None = None,
              sdtype: DType | None = None, flags: int = 0, imm: float = 0.0,
              pipe: Pipe | None = None, pipe2: Pipe = Pipe.SCALAR, event: int = 0) -> int:
         """Append one instruction: ``op`` on operands ``d, a, b`` (in that order; more
         are ignored); the last GM operand gives ``gm``; ``sdtype`` defaults to
-        ``dtype``; ``pipe`` defaults to what ``pipe_of`` gives. Returns its index."""
+        ``dtype``; ``pipe`` defaults to what ``pipe_of`` gives. Returns its index in
+        the stream."""
         gm = -1
         packed: list = []
         for i in range(len(OPERANDS)):
@@ -153,15 +157,24 @@ class StreamBuilder:
         scode = sdtype.code if sdtype is not None else dcode
         self.rows.append((int(op), int(pipe), int(pipe2), event, dcode, scode, flags, gm,
                           float(imm), *packed))
-        return len(self.rows) - 1
+        return self.packed_count + len(self.rows) - 1
 
-    def insert(self, index: int, row: tuple) -> None:
-        self.rows.insert(index, row)
+    def extend(self, block: np.ndarray) -> None:
+        """Append instructions already packed (an ``INSTR`` array)."""
+        if self.rows:
+            self.packed.append(self._pack_rows())
+            self.rows = []
+        self.packed.append(block)
+        self.packed_count = sum(len(b) for b in self.packed)
 
     def array(self) -> np.ndarray:
-        """The rows as an ``INSTR`` array."""
-        if not self.rows:
+        """The stream as one ``INSTR`` array."""
+        blocks = self.packed + ([self._pack_rows()] if self.rows else [])
+        if not blocks:
             return np.zeros(0, dtype=INSTR)
+        return blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
+
+    def _pack_rows(self) -> np.ndarray:
         packed = _compiled.pack(self.rows) if _compiled is not None else None
         return packed if packed is not None else np.array(self.rows, dtype=INSTR)
 
