@@ -94,6 +94,23 @@ cdef inline void region(void* at, uint8_t mem, int64_t addr, int64_t rows, int64
     o.mem, o.addr, o.rows, o.cols, o.rs, o.cs = mem, addr, rows, cols, rs, cs
 
 
+cdef int take(Records* out, object sb) except -1:
+    """Move what ``sb`` holds into ``out`` (so that the stream ends as one block, not a
+    short head and a long tail that ``sb.array()`` would have to concatenate)."""
+    if not sb.rows and not sb.packed:
+        return 0
+    cdef cnp.ndarray head = sb.array()
+    cdef Py_ssize_t n = head.shape[0]
+    sb.rows, sb.packed, sb.packed_count = [], [], 0
+    out.data = <Instr*>realloc(out.data, (n + 4096) * sizeof(Instr))
+    if out.data == NULL:
+        raise MemoryError()
+    out.cap = n + 4096
+    memcpy(out.data, cnp.PyArray_DATA(head), n * sizeof(Instr))
+    out.n = n
+    return 0
+
+
 cdef int flush(Records* out, object sb) except -1:
     """The records written so far join ``sb`` (in order with what it already holds)."""
     if out.n == 0:
@@ -257,6 +274,7 @@ def pipeline(object sb, object ctx, const int64_t[:, ::1] chunks, int64_t l1_dep
     cdef int64_t a_ctr = 0, b_ctr = 0
     out.data, out.n, out.cap = NULL, 0, 0
     try:
+        take(&out, sb)
         for j in range(n):
             first = 0 if j == 0 else j + ahead
             for ld in range(first, min(j + ahead, n - 1) + 1):

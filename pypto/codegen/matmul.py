@@ -71,7 +71,8 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
                s.get("l0_order", "mn"), a_l1, b_l1, l0a, l0b, l0c, emitter, gm_in, gm_out,
                wl.outputs[0] if fix_relu else None, len(parts) > 1,
                tuple(input_layouts(wl, s)))
-    units = [(blk, part) for blk in blocks for part in parts]
+    # work units (batch, m block, n block, K from, K to), dealt to cores round robin
+    units = np.array([(*blk, *part) for blk in blocks for part in parts], dtype=np.int64)
     zero, tile = None, zero_tile_elements(out_dt.itemsize, target)
     if len(parts) > 1:
         zero = arenas.role("vector").alloc(tile * out_dt.itemsize, 1)
@@ -80,24 +81,31 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
         plans = [ctx.gm_operand(mm.args[i], batch_n) for i in (0, 1)]
     streams = []
     for core in range(s["cores"]):
-        chunks = []
-        for blk_ctr, ((b, mb, nb), (k_lo, k_hi)) in enumerate(units[core::s["cores"]]):
-            ks = range(k_lo, k_hi, k1)
-            for j, k_at in enumerate(ks):
-                chunks.append((blk_ctr, b, mb * m1, nb * n1, k_at, min(k1, k_hi - k_at),
-                               len(chunks), j == 0, j == len(ks) - 1))
+        chunks = core_chunks(units[core::s["cores"]], m1, n1, k1)
         sb = StreamBuilder()
         if zero is not None:
             clear_output(sb, zero, tile, core, s["cores"], batch_n * sh.m * sh.n, out_dt,
                          gm_out[mm_i])
         if compiled is None:
-            software_pipeline(sb, [_Chunk(*c) for c in chunks], s["l1_depth"], ctx.load,
-                              ctx.compute, (0, 0))
-        elif chunks:
-            compiled.pipeline(sb, ctx, np.array(chunks, dtype=np.int64), s["l1_depth"],
-                              plans[0][1], plans[1][1], plans[0][0], plans[1][0])
+            software_pipeline(sb, [_Chunk(*c) for c in chunks.tolist()], s["l1_depth"],
+                              ctx.load, ctx.compute, (0, 0))
+        elif len(chunks):
+            compiled.pipeline(sb, ctx, chunks, s["l1_depth"], plans[0][1], plans[1][1],
+                              plans[0][0], plans[1][0])
         streams.append(sb)
     return streams
+
+
+def core_chunks(units: np.ndarray, m1: int, n1: int, k1: int) -> np.ndarray:
+    """The K chunks of one core's work units (rows ``batch, m block, n block, K from,
+    K to``), in order: one row of ``_Chunk`` fields each (``first``/``last`` as 0/1)."""
+    counts = -(-(units[:, 4] - units[:, 3]) // k1)
+    unit = np.repeat(np.arange(len(units)), counts)
+    step = np.arange(len(unit)) - np.repeat(np.cumsum(counts) - counts, counts)
+    k_at = units[unit, 3] + step * k1
+    return np.stack([unit, units[unit, 0], units[unit, 1] * m1, units[unit, 2] * n1, k_at,
+                     np.minimum(k1, units[unit, 4] - k_at), np.arange(len(unit)), step == 0,
+                     step == counts[unit] - 1], axis=1).astype(np.int64)
 
 
 def _compiled_loop() -> ModuleType | None:
