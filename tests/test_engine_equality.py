@@ -218,14 +218,16 @@ def instruction(draw: st.DrawFn, b: StreamBuilder, symbols: list[Symbol]) -> Non
     elif kind == "copy":
         src, dst = draw(st.sampled_from(COPY_PATHS))
         dtype = draw(st.sampled_from(DTYPES))
+        # mostly a plain copy; sometimes a converting one (as FIX drains fp32 to fp16)
+        sdtype = draw(st.sampled_from([dtype, dtype, *DTYPES]))
         rows, cols = draw(st.integers(1, 24)), draw(st.integers(1, 80))
         flags = F_TRANSPOSE if src != Mem.GM and dst != Mem.GM and draw(st.booleans()) else 0
         srows, scols = (cols, rows) if flags else (rows, cols)
         a = draw(gm_operand(symbols, srows, scols) if src == Mem.GM
-                 else on_chip(src, srows, scols, dtype.itemsize))
+                 else on_chip(src, srows, scols, sdtype.itemsize))
         d = draw(gm_operand(symbols, rows, cols) if dst == Mem.GM
                  else on_chip(dst, rows, cols, dtype.itemsize))
-        b.emit(Op.COPY, d, a, dtype=dtype, flags=flags)
+        b.emit(Op.COPY, d, a, dtype=dtype, sdtype=sdtype, flags=flags)
     elif kind == "mmad":
         sdtype = draw(st.sampled_from([float16, float32, int8]))
         m, k, n = (draw(st.integers(1, 64)) for _ in range(3))

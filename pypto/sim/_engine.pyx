@@ -565,24 +565,35 @@ cdef inline int64_t vector_cycles(Sim* s, const Instr* r, int kind) noexcept nog
 
 cdef inline void copy_cycles(Sim* s, const Instr* r, int64_t start, int64_t* free_at,
                              int64_t* complete) noexcept nogil:
-    """``reference.copy``: (pipe free, completion) of a DMA starting at ``start``."""
+    """``reference.copy``: (pipe free, completion) of a DMA starting at ``start``. The
+    pipe's time counts the bytes read (``sdtype``), GM traffic the GM tensor's bytes
+    and ``path_bytes`` the bytes written (``dtype``)."""
     cdef int64_t src = r.a_mem, dst = r.d_mem
     cdef int pi = src * NMEMS + dst
-    cdef int64_t isz = s.itemsize[r.sdtype]
-    cdef int64_t rows, cols, rs, cs, run, runs, real, eff, base, gm, hits, n
-    cdef int64_t occupy, dram, l2_latency, done
+    cdef int64_t read_isz = s.itemsize[r.sdtype], write_isz = s.itemsize[r.dtype]
+    cdef int64_t rows, cols, rs, cs, run, runs, read, eff, written, written_eff, min_burst
+    cdef int64_t base, gm, hits, n, isz, occupy, dram, l2_latency, done
     cdef double row_time, rate = s.path_rate[pi], hit_eff, miss_eff
     copy_shape(r, &rows, &cols, &rs, &cs)
-    burst(rows, cols, rs, cs, isz, &run, &runs)
-    real = run * runs
-    eff = imax(run, s.path_min_burst[pi]) * runs
-    s.path_bytes[pi] += real
+    min_burst = s.path_min_burst[pi]
+    burst(rows, cols, rs, cs, read_isz, &run, &runs)
+    read = run * runs
+    eff = imax(run, min_burst) * runs
+    if write_isz == read_isz:
+        written = read
+        written_eff = eff
+    else:
+        burst(rows, cols, rs, cs, write_isz, &run, &runs)
+        written = run * runs
+        written_eff = imax(run, min_burst) * runs
+    s.path_bytes[pi] += written
     row_time = <double>rows * s.path_row_cycles[pi]
     if src != MEM_GM and dst != MEM_GM:
         done = start + <int64_t>ceil(<double>eff / rate + row_time)
         free_at[0] = done
         complete[0] = done + s.path_latency[pi]
         return
+    isz = read_isz if src == MEM_GM else write_isz     # the GM tensor's element size
     gm = r.gm if r.gm >= 0 else r.gm + s.nsym
     base = s.bases[gm] + (r.a_addr if src == MEM_GM else r.d_addr) * isz
     touch_lines(s, base, rows, cols, rs, cs, isz)
@@ -590,15 +601,15 @@ cdef inline void copy_cycles(Sim* s, const Instr* r, int64_t start, int64_t* fre
     if src == MEM_GM:
         hit_eff = <double>(eff * hits) / <double>n
         miss_eff = <double>eff - hit_eff
-        s.gm_read_bytes += real
-        s.l2_hit_bytes += real * hits / n
+        s.gm_read_bytes += read
+        s.l2_hit_bytes += read * hits / n
         occupy = <int64_t>ceil(hit_eff / s.l2_read_bpc + miss_eff / rate + row_time)
         dram = <int64_t>ceil(miss_eff / s.chip_bpc)
         l2_latency = s.miss_latency if hits < n else s.hit_latency
     else:
-        s.gm_write_bytes += real
+        s.gm_write_bytes += written
         occupy = <int64_t>ceil(<double>eff / rate + row_time)
-        dram = <int64_t>ceil(<double>eff / s.chip_bpc)
+        dram = <int64_t>ceil(<double>written_eff / s.chip_bpc)
         l2_latency = 0
     done = start + occupy
     if dram > 0:  # only DRAM traffic queues on the DRAM server
@@ -740,19 +751,20 @@ cdef double cost_bound(Sim* s, const Instr* r, int kind) noexcept nogil:
     if src >= NMEMS or dst >= NMEMS or not s.path_ok[src * NMEMS + dst]:
         return -1
     pi = src * NMEMS + dst
-    isz = s.itemsize[r.sdtype]
-    if isz <= 0:
+    if s.itemsize[r.sdtype] <= 0 or s.itemsize[r.dtype] <= 0:
         return -1
     copy_shape(r, &rows, &cols, &rs, &cs)
     if not (0 <= rows <= DIM_LIMIT and 0 <= cols <= DIM_LIMIT):
         return -1
     if not (-STRIDE_LIMIT <= rs <= STRIDE_LIMIT and -STRIDE_LIMIT <= cs <= STRIDE_LIMIT):
         return -1
-    burst(rows, cols, rs, cs, isz, &run, &runs)
+    # bytes as charged, read or written (whichever is more)
+    burst(rows, cols, rs, cs, imax(s.itemsize[r.sdtype], s.itemsize[r.dtype]), &run, &runs)
     eff = <double>imax(run, s.path_min_burst[pi]) * <double>runs
     if src == MEM_GM or dst == MEM_GM:
         if rows < 1 or cols < 1:
             return -1   # no lines: the reference divides by zero
+        isz = s.itemsize[r.sdtype] if src == MEM_GM else s.itemsize[r.dtype]   # GM tensor's
         gm = r.gm if r.gm >= 0 else r.gm + s.nsym
         addr = r.a_addr if src == MEM_GM else r.d_addr
         if not (0 <= gm < s.nsym and -ADDR_LIMIT <= addr <= ADDR_LIMIT):

@@ -13,8 +13,12 @@ Rules (one core; all cycle counts are integers, rounded up where a rate divides)
 * **Work.** A DMA occupies its pipe for ``ceil(eff / rate + rows * row_cycles)`` and
   completes ``latency`` cycles after that (so transfers overlap their latency). ``eff``
   counts each contiguous run as at least ``min_burst`` bytes (the short-row penalty);
-  element-strided rows are one run per element. An MMAD takes ``issue_overhead`` +
-  fractals x passes; a vector op ``issue_overhead + ceil(bytes x op_cost / bytes_per_cycle)``.
+  element-strided rows are one run per element. A COPY reads ``sdtype`` elements and
+  writes ``dtype`` ones (the FIX pipe converts the fp32 accumulator on the way out):
+  ``eff`` counts the bytes read; GM traffic (L2 lines, DRAM time, GM bytes) counts the
+  GM tensor's own (read: ``sdtype``, written: ``dtype``), and ``path_bytes`` the bytes
+  written. An MMAD takes ``issue_overhead`` + fractals x passes; a vector op
+  ``issue_overhead + ceil(bytes x op_cost / bytes_per_cycle)``.
 * **GM and L2.** GM reads look up every 512-byte line they touch in an LRU,
   16-way set-associative L2 of the target's size (cold at launch). Hits move at the L2
   rate, misses at the path's GM rate; miss bytes (and all written bytes) also occupy a
@@ -320,10 +324,16 @@ class ReferenceEngine:
         return self.target.vector_issue_overhead + math.ceil(work)
 
     def copy(self, row: tuple, start: int) -> tuple[int, int]:
-        """(pipe free, completion) of a DMA starting at ``start``."""
+        """(pipe free, completion) of a DMA starting at ``start``.
+
+        A COPY reads ``sdtype`` elements and writes ``dtype`` ones (they differ when the
+        FIX pipe converts the fp32 accumulator to the output type on the way out). The
+        pipe's time counts the bytes it reads; a GM access, its L2 lines and DRAM
+        traffic count the GM tensor's bytes; ``path_bytes`` counts the bytes written."""
         src, dst = Mem(row[F["a_mem"]]), Mem(row[F["d_mem"]])
         path = self.target.path(src.name, dst.name)
-        isz = BY_CODE[row[F["sdtype"]]].itemsize
+        read_isz = BY_CODE[row[F["sdtype"]]].itemsize
+        write_isz = BY_CODE[row[F["dtype"]]].itemsize
         rows, cols = row[F["d_rows"]], row[F["d_cols"]]
         side = "a" if src == Mem.GM else "d"
         rs, cs = row[F[side + "_rs"]], row[F[side + "_cs"]]
@@ -331,15 +341,18 @@ class ReferenceEngine:
             rs, cs = row[F["a_rs"]], row[F["a_cs"]]
             if row[F["flags"]] & 1:  # transposed: the source is cols x rows
                 rows, cols = cols, rows
-        real, eff = burst_bytes(rows, cols, rs, cs, isz, path.min_burst)
-        self.path_bytes[src, dst] += real
+        _, eff = burst_bytes(rows, cols, rs, cs, read_isz, path.min_burst)
+        written, written_eff = burst_bytes(rows, cols, rs, cs, write_isz, path.min_burst)
+        self.path_bytes[src, dst] += written
         row_time = rows * path.row_cycles
         if src != Mem.GM and dst != Mem.GM:
             free = start + math.ceil(eff / path.bytes_per_cycle + row_time)
             return free, free + path.latency
+        isz = read_isz if src == Mem.GM else write_isz   # the GM tensor's element size
         base = self.bases[row[F["gm"]]] + row[F[side + "_addr"]] * isz
         lines = gm_lines(base, rows, cols, rs, cs, isz, self.l2.line)
         if src == Mem.GM:
+            real, _ = burst_bytes(rows, cols, rs, cs, read_isz, path.min_burst)
             hits = sum(1 for line in lines if self.l2.access(line))
             misses = len(lines) - hits
             hit_eff = eff * hits / len(lines)
@@ -353,9 +366,9 @@ class ReferenceEngine:
         else:
             for line in lines:
                 self.l2.access(line)
-            self.gm_write_bytes += real
+            self.gm_write_bytes += written
             occupy = math.ceil(eff / path.bytes_per_cycle + row_time)
-            dram = math.ceil(eff / self.target.gm_bytes_per_cycle_chip)
+            dram = math.ceil(written_eff / self.target.gm_bytes_per_cycle_chip)
             l2_latency = 0
         free = start + occupy
         if dram > 0:  # only DRAM traffic queues on the DRAM server
