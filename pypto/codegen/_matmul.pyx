@@ -71,7 +71,7 @@ cdef struct Records:
 
 
 cdef Instr* record(Records* out, uint8_t op, uint8_t pipe, uint8_t dcode, uint8_t scode,
-                   uint16_t flags, int16_t gm) except NULL:
+                   uint16_t flags, int16_t gm) except NULL nogil:
     """A zeroed record appended to ``out``, its header filled."""
     cdef Py_ssize_t cap
     cdef Instr* grown
@@ -79,7 +79,8 @@ cdef Instr* record(Records* out, uint8_t op, uint8_t pipe, uint8_t dcode, uint8_
         cap = out.cap * 2 if out.cap else 4096
         grown = <Instr*>realloc(out.data, cap * sizeof(Instr))
         if grown == NULL:
-            raise MemoryError()
+            with gil:
+                raise MemoryError()
         out.data, out.cap = grown, cap
     cdef Instr* r = &out.data[out.n]
     out.n += 1
@@ -124,7 +125,7 @@ cdef int flush(Records* out, object sb) except -1:
 
 cdef int load_tile(Records* out, const Loop* L, const Operand* op, int64_t base,
                    int64_t addr, int64_t l1_rs, int64_t r_at, int64_t rows, int64_t c_at,
-                   int64_t cols) except -1:
+                   int64_t cols) except -1 nogil:
     """``_Ctx.load_tile``: one strided copy, or one per NZ column block."""
     cdef Instr* r
     cdef int64_t block
@@ -142,7 +143,7 @@ cdef int load_tile(Records* out, const Loop* L, const Operand* op, int64_t base,
 
 
 cdef int load(Records* out, const Loop* L, const int64_t[:] c, const int64_t[:] a_base,
-              const int64_t[:] b_base) except -1:
+              const int64_t[:] b_base) except -1 nogil:
     """``_Ctx.load``: GM -> L1 of A and B for chunk ``c``."""
     cdef int64_t batch = c[1], m_at = c[2], n_at = c[3], k_at = c[4], kcur = c[5]
     cdef int64_t mcur = min(L.m1, L.m - m_at), ncur = min(L.n1, L.n - n_at)
@@ -171,7 +172,7 @@ cdef inline void l1_to_l0(Instr* r, const Loop* L, int64_t l1_addr, bint k_rows,
 
 
 cdef int compute(Records* out, const Loop* L, const int64_t[:] c, int64_t* a_ctr,
-                 int64_t* b_ctr) except -1:
+                 int64_t* b_ctr) except -1 nogil:
     """``_Ctx.compute`` without the drain: L1 -> L0A/L0B and the MMADs of chunk ``c``."""
     cdef int64_t blk = c[0], m_at = c[2], n_at = c[3], kcur = c[5], index = c[6]
     cdef bint first = c[7] != 0
@@ -218,7 +219,7 @@ cdef int compute(Records* out, const Loop* L, const int64_t[:] c, int64_t* a_ctr
     return 0
 
 
-cdef int drain(Records* out, const Loop* L, const int64_t[:] c) except -1:
+cdef int drain(Records* out, const Loop* L, const int64_t[:] c) except -1 nogil:
     """``_Ctx.drain`` without an epilogue: L0C -> GM (FIX, with ReLU or atomic add)."""
     cdef int64_t blk = c[0], batch = c[1], m_at = c[2], n_at = c[3]
     cdef int64_t mcur = min(L.m1, L.m - m_at), ncur = min(L.n1, L.n - n_at)
@@ -268,24 +269,26 @@ def pipeline(object sb, object ctx, const int64_t[:, ::1] chunks, int64_t l1_dep
     node = ctx.mm_i if ctx.fix_relu_output is None else ctx.fix_relu_output
     L.out_sym = ctx.gm_out[node] if node in ctx.gm_out else -1
     L.a, L.b = operand_of(a_plan), operand_of(b_plan)
-    epilogue = ctx.emitter is not None
+    cdef bint epilogue = ctx.emitter is not None
 
     cdef int64_t n = chunks.shape[0], ahead = l1_depth - 1, j, ld, first
     cdef int64_t a_ctr = 0, b_ctr = 0
     out.data, out.n, out.cap = NULL, 0, 0
     try:
         take(&out, sb)
-        for j in range(n):
-            first = 0 if j == 0 else j + ahead
-            for ld in range(first, min(j + ahead, n - 1) + 1):
-                load(&out, &L, chunks[ld], a_base, b_base)
-            compute(&out, &L, chunks[j], &a_ctr, &b_ctr)
-            if chunks[j, 8]:
-                if epilogue:
-                    flush(&out, sb)
-                    ctx.drain_chunk(sb, tuple(chunks[j]))
-                else:
-                    drain(&out, &L, chunks[j])
+        with nogil:  # a tuner proposes the next schedule meanwhile
+            for j in range(n):
+                first = 0 if j == 0 else j + ahead
+                for ld in range(first, min(j + ahead, n - 1) + 1):
+                    load(&out, &L, chunks[ld], a_base, b_base)
+                compute(&out, &L, chunks[j], &a_ctr, &b_ctr)
+                if chunks[j, 8]:
+                    if epilogue:
+                        with gil:
+                            flush(&out, sb)
+                            ctx.drain_chunk(sb, tuple(chunks[j]))
+                    else:
+                        drain(&out, &L, chunks[j])
         flush(&out, sb)
     finally:
         free(out.data)

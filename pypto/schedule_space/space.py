@@ -72,6 +72,15 @@ class Space:
         for c in self.constraints:
             last = max(order.index(name) for name in c.axes)
             self._ready.setdefault(last, []).append(c)
+        # after position p, which of the axes chosen so far a later check still reads:
+        # whether a prefix can be completed depends on those values only
+        self._frontier: list[tuple[str, ...]] = [
+            tuple(n for n in order[:p + 1]
+                  if any(n in c.axes for q, cs in self._ready.items() if q > p for c in cs))
+            for p in range(len(order))]
+        self._completable_memo: dict[tuple, bool] = {}
+        self._names = order
+        self._position = {name: i for i, name in enumerate(order)}
 
     def __repr__(self) -> str:
         axes = ", ".join(f"{a.name}[{len(a.choices)}]" for a in self.axes.values())
@@ -103,6 +112,31 @@ class Space:
     def _partial_ok(self, knobs: dict[str, Any], position: int) -> bool:
         return all(not c.check(knobs) for c in self._ready.get(position, ()))
 
+    def feasible(self, knobs: dict[str, Any], name: str) -> list[Any]:
+        """The choices of axis ``name`` that, after the axes before it took the values in
+        ``knobs``, still lead to a valid point: they pass the checks ready at ``name``,
+        and the axes after it can be chosen too (forward checking, memoized on the
+        values later checks read). Picking axis by axis among these never dead-ends."""
+        pos = self._position[name]
+        return [c for c in self.axes[name].choices
+                if self._partial_ok({**knobs, name: c}, pos)
+                and self._completable({**knobs, name: c}, pos)]
+
+    def _completable(self, knobs: dict[str, Any], pos: int) -> bool:
+        """Some choice of the axes after ``pos`` completes ``knobs`` (axes up to ``pos``,
+        each passing its checks) into a valid point."""
+        if pos + 1 == len(self.axes):
+            return True
+        key = (pos, tuple(knobs[n] for n in self._frontier[pos]))
+        hit = self._completable_memo.get(key)
+        if hit is None:
+            after = self._names[pos + 1]
+            hit = any(self._partial_ok({**knobs, after: c}, pos + 1)
+                      and self._completable({**knobs, after: c}, pos + 1)
+                      for c in self.axes[after].choices)
+            self._completable_memo[key] = hit
+        return hit
+
     # -- points -------------------------------------------------------------------------
     def default(self) -> Schedule:
         return self._default()
@@ -110,18 +144,13 @@ class Space:
     def sample(self, rng: random.Random | np.random.Generator | int | None = None) -> Schedule:
         """A uniformly chosen feasible choice per axis, in axis order (always valid)."""
         r = _rng(rng)
-        names = list(self.axes)
-        for _ in range(100):
-            knobs: dict[str, Any] = {}
-            for pos, name in enumerate(names):
-                feasible = [c for c in self.axes[name].choices
-                            if self._partial_ok({**knobs, name: c}, pos)]
-                if not feasible:
-                    break
-                knobs[name] = feasible[r.randrange(len(feasible))]
-            else:
-                return Schedule(knobs)
-        return self.default()
+        knobs: dict[str, Any] = {}
+        for name in self.axes:
+            feasible = self.feasible(knobs, name)
+            if not feasible:  # only when the space has no valid point at all
+                return self.default()
+            knobs[name] = feasible[r.randrange(len(feasible))]
+        return Schedule(knobs)
 
     def neighbors(self, schedule: Any) -> list[Schedule]:
         """Valid points one step away along one axis."""

@@ -50,22 +50,27 @@ class Strategy:
 
 class FeasibleStrategy(Strategy):
     """Feasible encoding, define-by-run: axis by axis, one float in [0, 1) picks among the
-    choices still feasible given the axes already picked (as ``Space.sample`` does), so
-    the sampler never proposes a point the space rejects and model-based samplers see
-    ordered, numeric parameters."""
+    choices still feasible given the axes already picked (``Space.feasible``: those that
+    pass their checks and leave the later axes a valid choice, as ``Space.sample`` picks),
+    so the sampler never proposes a point the space rejects and model-based samplers see
+    ordered, numeric parameters. An axis with one choice in the whole space is no
+    parameter (it would only cost the sampler time)."""
 
-    encoding = "feasible"
+    encoding = "feasible-2"
 
     def propose(self, study: optuna.Study, space: Space) -> tuple[Any, Schedule | None]:
         from pypto.schedule_space import Schedule
 
         trial = study.ask()
         knobs: dict[str, Any] = {}
-        for pos, (name, axis) in enumerate(space.axes.items()):
-            feasible = _feasible(space, knobs, name, axis.choices, pos)
-            if not feasible:
+        for name, axis in space.axes.items():
+            feasible = space.feasible(knobs, name)
+            if not feasible:  # the space has no valid point
                 trial.set_user_attr("invalid", [f"no feasible {name} after {knobs}"])
                 return trial, None
+            if len(axis.choices) == 1:
+                knobs[name] = feasible[0]
+                continue
             u = trial.suggest_float(name, 0.0, 1.0)
             knobs[name] = feasible[min(int(u * len(feasible)), len(feasible) - 1)]
         problems = space.validate(knobs)
@@ -83,17 +88,13 @@ class FeasibleStrategy(Strategy):
             return None
         params: dict[str, Any] = {}
         partial: dict[str, Any] = {}
-        for pos, (name, axis) in enumerate(space.axes.items()):
-            feasible = _feasible(space, partial, name, axis.choices, pos)
+        for name, axis in space.axes.items():
+            feasible = space.feasible(partial, name)
             index = next((i for i, c in enumerate(feasible)
                           if c == knobs[name] and type(c) is type(knobs[name])), None)
             if index is None:
                 return None
-            params[name] = (index + 0.5) / len(feasible)
+            if len(axis.choices) > 1:
+                params[name] = (index + 0.5) / len(feasible)
             partial[name] = knobs[name]
-        return params, {name: FloatDistribution(0.0, 1.0) for name in space.axes}
-
-
-def _feasible(space: Space, knobs: dict[str, Any], name: str, choices: tuple[Any, ...],
-              pos: int) -> list[Any]:
-    return [c for c in choices if space._partial_ok({**knobs, name: c}, pos)]
+        return params, {name: FloatDistribution(0.0, 1.0) for name in params}
