@@ -356,6 +356,126 @@ def test_a_killed_worker_is_replaced_and_its_schedule_requeued(tmp_path: Path) -
     assert (retry.state == optuna.trial.TrialState.COMPLETE) == (victim.schedule_key in keys)
 
 
+def _dead_pid() -> int:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    return gone.pid
+
+
+def test_a_requeued_schedule_is_not_lost_when_the_budget_fills(url: str) -> None:
+    """The interleaving behind the flaky test above, step by step: a peer records a trial
+    while this worker measures (so the count it keeps lags one behind the database) and a
+    worker dies holding a claim that fills the budget. Asking first, this worker used to
+    free the claim only when its claim found the budget full, measure a new point in the
+    freed slot, then ask once more, pop the re-queued trial and fail it: budget full. It
+    now waits for room before it asks, so the dead worker's schedule is measured."""
+    import warnings
+
+    import optuna
+
+    import pypto
+    from pypto.tuner.loop import tune_task
+    from pypto.tuner.strategies import get_strategy
+    from pypto.tuner.study import open_storage, open_study
+    from pypto.tuner.tasks import extract_tasks
+
+    k = pypto.kernel(lambda a, b: pypto.matmul(a, b))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (task,) = extract_tasks([k.lower(pypto.spec((128, 128), "float16"),
+                                         pypto.spec((128, 128), "float16"))])
+    store = open_store(url)
+    study = open_study(task, get_strategy("random", 1), open_storage(url), [])
+    me = WorkerInfo.current()
+    ghost = WorkerInfo("ghost", me.host, _dead_pid())
+    dead: list[tuple[int, Schedule]] = []
+
+    def meanwhile(_: object) -> None:
+        if dead:
+            return
+        import random
+
+        peer = task.space.sample(random.Random(5))
+        store.add_records([Record.measured(task.workload, task.target, peer, cycles=10**9)])
+        trial, sched = get_strategy("random", 9).propose(study, task.space)
+        assert sched is not None
+        assert store.claim(task.workload.key, task.target.key, sched, worker=ghost,
+                           study=study.study_name, trial=trial.number).status == "claimed"
+        dead.append((trial.number, sched))
+
+    res = tune_task(task, store, "random", 4, seed=3, worker=me, shared=True,
+                    on_progress=meanwhile)
+    assert res.requeued == 1 and len(dead) == 1
+    (number, sched), fail = dead[0], optuna.trial.TrialState.FAIL
+    keys = [r.schedule_key for r in store.records()]
+    assert len(keys) == len(set(keys)) == 4 and store.claims() == []
+    trials = study.get_trials(deepcopy=False)
+    assert trials[number].state == fail
+    (retry,) = [t for t in trials if t.system_attrs.get("failed_trial") == number]
+    assert retry.state == optuna.trial.TrialState.COMPLETE and sched.key in keys
+    store.close()
+
+
+def test_a_requeued_trial_asked_when_the_budget_is_full_is_queued_again() -> None:
+    """Live workers racing for the last slot: the loser's claim finds the budget full.
+    If its trial was a dead worker's schedule, ``give_back`` queues it again unchanged
+    (same parameters, same retry history); any other trial is just failed."""
+    import warnings
+
+    import optuna
+    from optuna.storages import RetryHeartbeatStaleTrialCallback
+
+    from pypto.tuner.study import give_back
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study()
+    dead = study.ask()
+    dead.suggest_categorical("m1", [16, 32, 64])
+    study.tell(dead, state=optuna.trial.TrialState.FAIL)
+    failed = study.get_trials()[dead.number]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        RetryHeartbeatStaleTrialCallback(max_retry=2)(study, failed)
+    popped = study.ask()
+    assert popped.suggest_categorical("m1", [16, 32, 64]) == dead.params["m1"]
+    assert give_back(study, popped)
+    again = study.ask()
+    assert again.suggest_categorical("m1", [16, 32, 64]) == dead.params["m1"]
+    frozen = study.get_trials()
+    assert frozen[popped.number].state == optuna.trial.TrialState.FAIL
+    assert frozen[again.number].system_attrs["retry_history"] == [dead.number]
+    fresh = study.ask()
+    fresh.suggest_categorical("m1", [16, 32, 64])
+    assert not give_back(study, fresh)
+    assert [t.state for t in study.get_trials()].count(optuna.trial.TrialState.WAITING) == 0
+
+
+def test_a_dead_workers_claims_are_freed_once(url: str) -> None:
+    """Two peers free a dead worker's claims at the same moment: one gets them (and
+    re-queues the schedules), the other nothing, on PostgreSQL's READ COMMITTED too."""
+    import threading
+
+    from pypto.db import claims as cl
+
+    wl = WorkloadInfo("a" * 64, "b" * 64, "matmul", "{}", 1, (1,))
+    tgt = TargetInfo("t", "c" * 64)
+    first, second = open_store(url), open_store(url)
+    first.start_run(strategy="random", trials_asked=3, workload=wl, target=tgt)
+    ghost = WorkerInfo("ghost", "h", 1)
+    assert first.claim(wl.key, tgt.key, Schedule(m1=16), worker=ghost).status == "claimed"
+    got: list[list[object]] = []
+    with first._tx(write=True) as conn:
+        assert len(cl.release(conn, "ghost", None)) == 1
+        peer = threading.Thread(target=lambda: got.append(second.release("ghost")))
+        peer.start()
+        peer.join(0.5)
+        assert peer.is_alive()      # it waits for this transaction
+    peer.join(30)
+    assert got == [[]] and first.claims() == []
+    first.close()
+    second.close()
+
+
 # -- bad input ----------------------------------------------------------------------------------
 
 

@@ -45,7 +45,12 @@ _RTASK = (r.workload_id == bindparam("wid"), r.target_id == bindparam("tid"),
 IDS = select(select(m.WorkloadRow.id).where(m.WorkloadRow.key == bindparam("wk"))
              .scalar_subquery(),
              select(m.TargetRow.id).where(m.TargetRow.key == bindparam("tk")).scalar_subquery())
-STALE = joined(select(*CLAIM_COLUMNS)).where(*_TASK, c.heartbeat < bindparam("cutoff"))
+# Rows about to be deleted are read FOR UPDATE (PostgreSQL; SQLite serializes writers
+# anyway): under READ COMMITTED two transactions could otherwise both read a dead worker's
+# claims, both delete them, and both re-queue its schedules. Locked, the second one waits
+# and reads nothing.
+STALE = (joined(select(*CLAIM_COLUMNS)).where(*_TASK, c.heartbeat < bindparam("cutoff"))
+         .with_for_update(of=c))
 DELETE_STALE = delete(c).where(*_TASK, c.heartbeat < bindparam("cutoff"))
 BEAT = update(c).where(c.worker == bindparam("me")).values(heartbeat=bindparam("now"))
 RECORD = qs.joined(select(*qs.RECORD_COLUMNS)).where(*_RTASK,
@@ -129,7 +134,8 @@ def release(conn: Connection, worker_id: str, schedule_keys: Iterable[str] | Non
         if not keys:
             return []
         where.append(c.schedule_key.in_(keys))
-    rows = conn.execute(joined(select(*CLAIM_COLUMNS)).where(*where)).all()
+    rows = conn.execute(joined(select(*CLAIM_COLUMNS)).where(*where)
+                        .with_for_update(of=c)).all()
     if rows:
         conn.execute(delete(c).where(*where))
     return [to_claim(row) for row in rows]

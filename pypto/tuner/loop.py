@@ -8,7 +8,9 @@ The database is the truth, and it may be shared: the ``--workers`` of a run, oth
 measured by anyone, and any claim once measured plus in-flight trials reach the budget:
 so the total is exact and nothing is measured twice. A claim refused because the budget
 is full while other workers' trials are in flight waits for them (one may yet turn out
-invalid, or its worker die). Each record is committed as soon as it is measured and ends
+invalid, or its worker die); so does a worker about to ask a shared study for a trial,
+because the ask may pop a dead worker's re-queued schedule, which must not then be failed
+for want of budget. Each record is committed as soon as it is measured and ends
 its claim, so a SIGKILL loses at most the trial in flight; the claims of a dead worker are
 removed by its peers and their schedules re-queued (``pypto.tuner.study``).
 
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from pypto.sim import MODEL_VERSION
 from pypto.tuner.measure import Measurement, Measurer
-from pypto.tuner.study import SCHEDULE_ATTR
+from pypto.tuner.study import SCHEDULE_ATTR, give_back
 
 if TYPE_CHECKING:
     from pypto.db import ClaimResult, Record, ScheduleStore, TaskProgress, WorkerInfo
@@ -222,8 +224,6 @@ class _Tuner:
 
     def claim(self, sched: Schedule, trial: int | None = None) -> ClaimResult:
         """Claim ``sched``; while the budget is held by trials in flight elsewhere, wait."""
-        from pypto.tuner.liveness import dead_here
-
         task = self.task
         while True:
             c = self.store.claim(task.workload.key, task.target.key, sched,
@@ -234,9 +234,36 @@ class _Tuner:
             self._requeue(list(c.reaped))
             if c.status != "full" or c.progress.measured >= self.trials or self._stopping():
                 return c
-            self.flush()          # our own records held back would hold the budget too
-            self._requeue(dead_here(self.store, *task.key, self.worker))
-            time.sleep(WAIT_S)
+            self._wait()
+
+    def _room(self) -> bool:
+        """Before asking the shared study for a trial: wait while the budget is held by
+        trials in flight; True once there is room for one more, False once the trials in
+        the database fill it (or the run stops).
+
+        Asking first would pop the next waiting trial of the study, which may be a dead
+        worker's schedule re-queued (``pypto.tuner.study.requeue``), only for its claim
+        to find the budget full: the count this worker keeps lags behind what its peers
+        recorded meanwhile. Claiming can still find it full when live workers race for the
+        last slot; ``give_back`` then queues it again."""
+        task = self.task
+        while True:
+            p = self.store.progress(*task.key)
+            self._see(progress=p)
+            if p.measured >= self.trials or self._stopping():
+                return False
+            if p.measured + p.in_flight < self.trials:
+                return True
+            self._wait()
+
+    def _wait(self) -> None:
+        """One pause while others' trials hold the budget (one may turn out invalid, or its
+        worker die: here a dead process is noticed at once)."""
+        from pypto.tuner.liveness import dead_here
+
+        self.flush()          # our own records held back would hold the budget too
+        self._requeue(dead_here(self.store, *self.task.key, self.worker))
+        time.sleep(WAIT_S)
 
     def _requeue(self, claims: list[Any]) -> None:
         from pypto.tuner.study import requeue
@@ -354,7 +381,9 @@ class _Tuner:
         last_duplicate = False  # a converged sampler repeats itself: answer with a fresh point
         fail = optuna.trial.TrialState.FAIL
         while res.trials_total < self.trials:
-            if self._stopping():
+            if self._stopping() or (self.shared and not self._room()):
+                if res.status == "running":
+                    res.status = "done"
                 return
             if stale >= EXHAUSTED_AFTER:
                 res.status = "exhausted"
@@ -379,7 +408,7 @@ class _Tuner:
             if known is None:
                 c = self.claim(sched, trial.number)
                 if c.status == "full":
-                    study.tell(trial, state=fail)
+                    give_back(study, trial)     # a dead worker's schedule stays queued
                     if res.status == "running":
                         res.status = "done"
                     return

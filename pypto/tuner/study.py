@@ -195,6 +195,29 @@ def requeue(study: optuna.Study, task: Task, strategy: Strategy,
     return queued
 
 
+def give_back(study: optuna.Study, trial: optuna.Trial) -> bool:
+    """Fail ``trial``, asked but not to be measured (the budget was spent meanwhile, or the
+    run stops); if ``ask`` took it from the queue as a dead worker's schedule (``requeue``),
+    queue it again as it was, so that the next ask of any worker, in this run or the next,
+    measures it. Return whether it was queued again.
+
+    Optuna's study has no way back from RUNNING to WAITING, so the copy is a new waiting trial with
+    the same parameters and attributes: its retry history does not grow (nobody died)."""
+    import optuna
+
+    states = optuna.trial.TrialState
+    frozen = next((t for t in study.get_trials(deepcopy=False, states=(states.RUNNING,))
+                   if t.number == trial.number), None)
+    requeued = frozen is not None and ("failed_trial" in frozen.system_attrs
+                                       or "requeued_from" in frozen.user_attrs)
+    if frozen is not None and requeued:     # queued first: a kill in between loses nothing
+        study.add_trial(optuna.trial.create_trial(
+            state=states.WAITING, params=frozen.params, distributions=frozen.distributions,
+            user_attrs=frozen.user_attrs, system_attrs=copy.deepcopy(frozen.system_attrs)))
+    study.tell(trial, state=states.FAIL)
+    return requeued
+
+
 def _journal_file(path: Path) -> Any:
     """Optuna's ``JournalFileBackend`` with its lock, minus the ``fsync`` per append.
 
