@@ -215,8 +215,35 @@ def test_seeded_runs_are_reproducible(strategy: str, tmp_path: Path) -> None:
     for i in range(2):
         with open_store(f"sqlite:///{tmp_path / f'{strategy}{i}.db'}") as store:
             (task,) = extract_tasks([c])
-            orders.append(tune_task(task, store, strategy, 12, seed=7).order)
-    assert len(orders[0]) == 12 and orders[0] == orders[1]
+            orders.append(tune_task(task, store, strategy, 24, seed=7).order)
+    assert len(orders[0]) == 24 and orders[0] == orders[1]
+
+
+def test_proposals_made_ahead_are_taken_in_order_or_given_back() -> None:
+    """The loop's proposer: a proposal made ahead (on its thread, while a schedule is
+    measured) is the next one taken; one never taken comes back from ``close``."""
+    import threading
+
+    from pypto.tuner.prefetch import Proposer
+
+    made: list[tuple[int, str]] = []
+
+    def propose() -> tuple[int, str]:
+        made.append((len(made), threading.current_thread().name))
+        return made[-1]
+
+    p = Proposer(propose)
+    assert p.next()[0] == 0                     # nothing ahead: made now, here
+    p.ahead()
+    p.ahead()                                   # one at a time
+    p.wait()
+    assert len(made) == 2 and made[1][1].startswith("pypto-propose")
+    assert p.next() == made[1]
+    p.ahead()
+    assert p.close() == made[2] and len(made) == 3
+    off = Proposer(propose, enabled=False)
+    off.ahead()
+    assert off.close() is None and len(made) == 3
 
 
 # -- bad input -----------------------------------------------------------------------------

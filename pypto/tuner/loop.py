@@ -373,6 +373,18 @@ class _Tuner:
             self.study.add_trials(warm_trials(self.task, self.strategy, [rec]))
 
     def _loop(self) -> None:
+        from pypto.tuner.prefetch import Proposer
+
+        proposer = Proposer(lambda: self.strategy.propose(self.study, self.task.space),
+                            enabled=not self.shared)
+        try:
+            self._trials(proposer)
+        finally:
+            left = proposer.close()
+            if left is not None:   # proposed ahead, never measured
+                give_back(self.study, left[0])
+
+    def _trials(self, proposer: Any) -> None:
         import optuna
 
         res, study, space, strategy = self.res, self.study, self.task.space, self.strategy
@@ -396,7 +408,7 @@ class _Tuner:
                 forced = strategy.encode(space, fresh) if fresh is not None else None
                 if forced is not None:
                     study.enqueue_trial(forced[0])
-            trial, sched = strategy.propose(study, space)
+            trial, sched = proposer.next()
             last_duplicate = False
             if sched is None:
                 study.tell(trial, state=fail)
@@ -424,15 +436,14 @@ class _Tuner:
                 if self.shared:     # what the trial measured (warm starts skip it)
                     trial.set_user_attr(SCHEDULE_ATTR, sched.key)
             if known is not None:
-                if known.status == "ok":
-                    study.tell(trial, float(known.cycles or 0))
-                else:
-                    study.tell(trial, state=fail)
+                study.tell(trial, state=fail)   # the study has its trial already
                 res.duplicates += 1
                 stale += 1
                 last_duplicate = True
                 continue
+            proposer.ahead()    # the next proposal, while this one is measured
             m = self.measurer(sched)
+            proposer.wait()     # (seeded runs: it saw the study as it is now)
             if not m.counts:
                 self.store.release(self.worker.id, [sched.key])
                 trial.set_user_attr("invalid", list(m.problems))
