@@ -29,7 +29,7 @@ import pypto
 from pypto.codegen.program import Program
 from pypto.frontend.compiled import Compiled
 from pypto.schedule_space import default_schedule
-from pypto.sim import fast, reference
+from pypto.sim import MODEL_VERSION, fast, reference
 from pypto.sim.roofline import workload_bound
 from pypto.targets import Target, load_target
 
@@ -106,8 +106,8 @@ def main() -> None:
         del compiled
     rows.sort(key=lambda r: r["instructions"])
 
-    header = (f"{'program':<26}{'instructions':>13}{'reference s':>13}{'cython s':>11}"
-              f"{'ref instr/s':>13}{'cy instr/s':>13}{'speedup':>9}{'simulate() s':>14}")
+    header = (f"{'program':<26}{'instructions':>13}{'reference s':>13}{'cython ms':>11}"
+              f"{'ref instr/s':>13}{'cy instr/s':>13}{'speedup':>9}{'simulate() ms':>15}")
     print(f"timing engines on {TARGET} (medians; reference skipped above "
           f"{args.reference_limit:,} instructions)")
     print(header)
@@ -116,23 +116,31 @@ def main() -> None:
         ref_rate = (f"{r['reference_instr_per_s']:,.0f}" if r["reference_s"] is not None
                     else "-")
         speedup = f"{r['speedup']:.0f}x" if r["speedup"] is not None else "-"
-        print(f"{r['program']:<26}{r['instructions']:>13,}{ref_s:>13}{r['cython_s']:>11.4f}"
-              f"{ref_rate:>13}{r['cython_instr_per_s']:>13,.0f}{speedup:>9}"
-              f"{r['simulate_s']:>14.4f}")
+        print(f"{r['program']:<26}{r['instructions']:>13,}{ref_s:>13}"
+              f"{r['cython_s'] * 1e3:>11.3f}{ref_rate:>13}{r['cython_instr_per_s']:>13,.0f}"
+              f"{speedup:>9}{r['simulate_s'] * 1e3:>15.3f}")
     gemm_times = {r["program"]: r["simulate_s"] for r in rows if r["program"].startswith("gemm")}
     print("compiled.simulate() of the GEMMs: " + ", ".join(
-        f"{n}^3 {gemm_times[f'gemm {n}^3 fp16'] * 1e3:.1f} ms" for n in (1024, 4096, 6144)))
+        f"{n}^3 {gemm_times[f'gemm {n}^3 fp16'] * 1e3:.2f} ms" for n in (512, 1024, 4096, 6144)))
+    slowest = min(rows, key=lambda r: r["cython_instr_per_s"])
+    least = min((r for r in rows if r["speedup"] is not None), key=lambda r: r["speedup"])
+    print(f"targets: >= 5 M instr/s (slowest: {slowest['program']}, "
+          f"{slowest['cython_instr_per_s'] / 1e6:.1f} M/s); >= 50x the reference (least: "
+          f"{least['program']}, {least['speedup']:.0f}x); 4096^3 simulate() < 50 ms "
+          f"({gemm_times['gemm 4096^3 fp16'] * 1e3:.1f} ms)")
 
     result = {
         "benchmark": "sim_throughput",
         "target": TARGET,
+        "model_version": MODEL_VERSION,
         "what": "fast.simulate vs reference.simulate, default schedules, no trace; "
                 "program construction not timed; simulate_s: compiled.simulate() (check, "
                 "bound and Cython engine)",
         "cython_repeats": args.repeats,
         "reference_limit": args.reference_limit,
         "rows": rows,
-        "gemm_simulate_s": {str(n): gemm_times[f"gemm {n}^3 fp16"] for n in (1024, 4096, 6144)},
+        "gemm_simulate_s": {str(n): gemm_times[f"gemm {n}^3 fp16"]
+                            for n in (512, 1024, 4096, 6144)},
         "machine": f"{platform.machine()} {platform.processor() or ''} "
                    f"Python {platform.python_version()}".replace("  ", " "),
     }

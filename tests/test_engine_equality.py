@@ -313,6 +313,58 @@ def test_l2_hits_and_victims_match_the_reference(geometry, lines, rng):
     assert fast._engine()._l2_hits(line_bytes, l2_bytes, lines) == [l2.access(x) for x in lines]
 
 
+@pytest.mark.parametrize("lines, all_hit", [(64, True), (65, False)])
+def test_l2_without_evictions_and_with_them(lines, all_hit):
+    """A 4-set L2 (64 lines): reading a tensor twice. Its 64 lines fit, so the engine
+    keeps a bit per line (no set can ever evict) and the second pass hits throughout;
+    one line more and the sets' LRU runs (the 17th line of set 0 evicts). Both engines
+    agree either way, on one core and on two reading in turn."""
+    data = load_target("ascend910b").to_dict()
+    data["l2"]["bytes"] = 4 * 16 * 512
+    target = Target.from_dict(data, "4-set L2")
+    symbols = (Symbol("x", float16, (lines, 256), "in"),)   # 512 B rows: a line each
+    streams = []
+    for _ in range(2):
+        b = StreamBuilder()
+        for _ in range(2):
+            b.emit(Op.COPY, Operand(Mem.UB, 0, lines, 256, 256),
+                   Operand(Mem.GM, 0, lines, 256, 256, gm=0), dtype=float16)
+            b.emit(Op.BARRIER)
+        streams.append(b)
+    for cores in (streams[:1], streams):
+        program = _program(*cores, symbols=symbols)
+        got = check_same(program, target, 0)
+        second_pass = got.gm_read_bytes // (2 * len(cores))
+        if len(cores) == 1:
+            assert (got.l2_hit_bytes == second_pass) is all_hit
+            assert got.l2_hit_bytes <= second_pass
+
+
+def test_what_the_fast_engine_keeps_of_a_program_is_never_stale():
+    """``fast`` keeps each program's prepared arrays for its next simulation: edits to
+    the streams in place, non-contiguous streams and new programs are all seen."""
+    target = TARGETS["ascend910b"]
+    b = StreamBuilder()
+    _copy_in(b)
+    program = _program(b, symbols=SYMBOLS)
+    first = check_same(program, target, 0)
+    program.cores[0]["d_rows"][0] = program.cores[0]["a_rows"][0] = 32   # in place
+    second = check_same(program, target, 0)
+    assert second.gm_read_bytes == 2 * first.gm_read_bytes
+    b2 = StreamBuilder()
+    for _ in range(3):
+        _copy_in(b2)
+        b2.emit(Op.NOP)
+    strided = Program("strided", target.name, SYMBOLS, (b2.array()[::2],))
+    assert not strided.cores[0].flags.c_contiguous
+    check_same(strided, target, 0)
+    for rows in (8, 16, 24):                # new programs, ids possibly reused
+        b3 = StreamBuilder()
+        _copy_in(b3, rows)
+        got = fast.simulate(_program(b3, symbols=SYMBOLS), target, 0)
+        assert got.gm_read_bytes == rows * 64 * 2
+
+
 # -- the static check: compiled and NumPy ------------------------------------------------
 
 

@@ -11,12 +11,19 @@ when one could (absurd sizes, invalid codes, missing target entries: the referen
 raises the same error it always would).
 
 Instructions are read in place from each core's ``INSTR`` array through a packed struct
-whose field offsets are checked against ``INSTR`` at import.
+whose field offsets are checked against ``INSTR`` at import. A target's constants and
+tables are converted once (``Tables``); a run allocates nothing but its result arrays.
+
+Two shortcuts give the reference's results with less work (each argued where it is
+implemented): a core keeps its turn through instructions that touch nothing the cores
+share ("the engine"), and a run whose GM footprint cannot make any L2 set evict keeps
+one bit per line instead of the sets ("L2 without evictions").
 """
 
 cimport numpy as cnp
 from libc.math cimport ceil, fabs, floor
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport (INT64_MAX, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint8_t,
+                          uint16_t, uint32_t, uint64_t)
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memset
 
@@ -31,6 +38,7 @@ cdef enum:
     L2_WAYS = 16
     NKEYS = NPIPES * NPIPES * 256   # (source pipe, destination pipe, event byte)
     LINE_BATCH = 32                 # L2 accesses queued behind their prefetches
+    SEEN_LINES = 1 << 23            # most lines the no-eviction L2 keeps bits for (1 MiB)
     F_TRANSPOSE = 1
     F_ATOMIC = 8
     OP_COPY = 1                     # pypto.codegen.isa.Op
@@ -132,6 +140,11 @@ cdef struct Sim:
     int64_t cur_tag
     int64_t lines           # of the last access: lines touched, hits
     int64_t hits
+    # the no-eviction L2 (see "L2 without evictions"): a bit per line, or NULL
+    uint64_t* seen
+    int64_t seen_base       # the line of bit 0
+    int64_t line_lo         # the range of lines prepare() found reachable
+    int64_t line_hi
     # shared by all cores
     int64_t server_free
     int64_t l2_hit_bytes
@@ -220,11 +233,21 @@ cdef inline int64_t imax(int64_t a, int64_t b) noexcept nogil:
 
 cdef extern from *:
     """
+    #include <stdint.h>
     #define PYPTO_PREFETCH(p) __builtin_prefetch((const void *)(p), 1, 3)
     #define PYPTO_PREFETCH_READ(p) __builtin_prefetch((const void *)(p), 0, 3)
     #define PYPTO_CTZ(x) __builtin_ctz(x)
     #define PYPTO_CTZLL(x) __builtin_ctzll(x)
-    #include <stdint.h>
+    #if defined(__POPCNT__)
+    #define PYPTO_POPCOUNTLL(x) __builtin_popcountll(x)
+    #else
+    static inline int PYPTO_POPCOUNTLL(uint64_t x) {   /* not a libgcc call */
+        x = x - ((x >> 1) & 0x5555555555555555ULL);
+        x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+        x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+        return (int)((x * 0x0101010101010101ULL) >> 56);
+    }
+    #endif
     #if defined(__SSE2__)
     #include <emmintrin.h>
     #endif
@@ -246,6 +269,7 @@ cdef extern from *:
     void PYPTO_PREFETCH_READ(const void* p) noexcept nogil
     int count_trailing_zeros "PYPTO_CTZ" (uint32_t x) noexcept nogil
     int count_trailing_zeros64 "PYPTO_CTZLL" (uint64_t x) noexcept nogil
+    int popcount64 "PYPTO_POPCOUNTLL" (uint64_t x) noexcept nogil
     uint32_t match16 "pypto_match16" (const uint16_t* tags, uint16_t tag) noexcept nogil
 
 
@@ -301,15 +325,19 @@ cdef void _give_l2(_L2Buffer buffer):
 
 
 cdef class _Scratch:
-    """Working memory of a run: ``words`` int64s, kept for the next run."""
+    """Working memory of a run: ``words`` int64s, kept for the next run. The first
+    NKEYS are the flag keys' owners (see ``prepare``): stamps that only grow, so they
+    need no clearing between runs."""
 
     cdef int64_t* words
     cdef int64_t size
+    cdef int64_t stamp      # the next run's first owner stamp
 
     def __dealloc__(self):
         free(self.words)
 
     cdef void reserve(self, int64_t size) except *:
+        cdef int64_t k
         if size > self.size:
             free(self.words)
             self.words = NULL
@@ -318,6 +346,8 @@ cdef class _Scratch:
             if self.words == NULL:
                 raise MemoryError()
             self.size = size
+            for k in range(NKEYS):
+                self.words[k] = -1      # owned by no run
 
 
 _spare_scratch: list = []
@@ -510,6 +540,118 @@ cdef void touch_lines(Sim* s, int64_t base, int64_t rows, int64_t cols, int64_t 
     s.cur_line, s.cur_set, s.cur_tag = cur_line, cur_set, cur_tag
 
 
+# -- L2 without evictions ---------------------------------------------------------------
+#
+# A set holds L2_WAYS lines; it evicts one only when a line of a tag it has not seen
+# arrives while it is full. The lines a run can reach lie in [line_lo, line_hi]
+# (``prepare`` bounds every GM access exactly); when that range is at most
+# L2_WAYS x sets lines long, no set ever sees more than L2_WAYS distinct tags, so
+# nothing is ever evicted and a line hits exactly when it was touched before in the
+# run. Such runs (every GM footprint up to the L2's size) keep one bit per line instead
+# of the sets: the same hits, without the LRU bookkeeping. A line of tag -1 (lines
+# -sets..-1) hits even the first time in the reference (it matches an empty way), so
+# the bits are used only when line_lo >= 0.
+
+cdef inline int64_t seen_range(uint64_t* seen, int64_t first, int64_t last) noexcept nogil:
+    """How many of bits ``first..last`` were set; sets them all."""
+    cdef int64_t w = first >> 6, w_last = last >> 6, hits = 0
+    cdef uint64_t mask, word
+    if w == w_last:
+        mask = (~<uint64_t>0 >> (63 - (last - first))) << (first & 63)
+        word = seen[w]
+        seen[w] = word | mask
+        return popcount64(word & mask)
+    mask = ~<uint64_t>0 << (first & 63)
+    hits = popcount64(seen[w] & mask)
+    seen[w] |= mask
+    w += 1
+    while w < w_last:
+        hits += popcount64(seen[w])
+        seen[w] = ~<uint64_t>0
+        w += 1
+    mask = ~<uint64_t>0 >> (63 - (last & 63))
+    hits += popcount64(seen[w] & mask)
+    seen[w] |= mask
+    return hits
+
+
+cdef int64_t seen_rows(uint64_t* seen, int64_t pos, int64_t n, int64_t step,
+                       int64_t width) noexcept nogil:
+    """Bits ``pos + i * step + j`` for ``i < n``, ``j < width`` (``1 <= width <= step
+    <= 64``, so they are distinct): how many were set; sets them. A word at a time."""
+    cdef uint64_t row_bits = ~(<uint64_t>0) >> (64 - width), pattern = 0, mask, carry = 0
+    cdef uint64_t word
+    cdef int64_t k = 0, o, w = 0, hits = 0, last_end
+    while k < 64:                       # the rows starting in one word, from its bit 0
+        pattern |= row_bits << k
+        k += step
+    while n > 0:
+        w = pos >> 6
+        o = pos & 63
+        k = (63 - o) // step + 1        # rows starting in this word
+        if k > n:
+            k = n
+        last_end = o + (k - 1) * step + width   # one past the last row's last bit
+        mask = pattern << o
+        if last_end < 64:               # fewer rows left than fit: drop the bits after
+            mask &= ~(<uint64_t>0) >> (64 - last_end)
+        mask |= carry                   # the previous word's last row, continued
+        word = seen[w]
+        hits += popcount64(word & mask)
+        seen[w] = word | mask
+        carry = ~(<uint64_t>0) >> (128 - last_end) if last_end > 64 else 0
+        pos += k * step
+        n -= k
+    if carry:
+        word = seen[w + 1]
+        hits += popcount64(word & carry)
+        seen[w + 1] = word | carry
+    return hits
+
+
+cdef void touch_seen(Sim* s, int64_t base, int64_t rows, int64_t cols, int64_t rs,
+                     int64_t cs, int64_t isz) noexcept nogil:
+    """``touch_lines`` without evictions: the same pieces in the same order, each one's
+    lines counted as hits where their bits were already set. (Order matters only where
+    pieces share lines; rows whole lines apart that do not overlap are done together.)"""
+    cdef int64_t outer = rows, inner = 1, width = cols * isz, step = rs * isz, stride = 0
+    cdef int64_t i, j, row, at, line, last, count = 0, hits = 0, origin = s.seen_base
+    cdef int64_t line_step, per_row
+    cdef uint64_t* seen = s.seen
+    cdef uint64_t bit
+    if (cols == 1 or cs == 1) and (rows == 1 or rs == cols):
+        outer, width = 1, rows * cols * isz
+    elif cs == 0:
+        width = 1
+    elif cs != 1:
+        inner, width, stride = cols, 1, cs * isz
+    if inner == 1 and outer > 1 and step > 0 and pymod(step, s.line_bytes) == 0:
+        line = line_of(s, base) - origin
+        per_row = line_of(s, base + width - 1) - origin - line + 1
+        line_step = floordiv(step, s.line_bytes)
+        if per_row <= line_step <= 64:          # rows on distinct lines
+            s.hits = seen_rows(seen, line, outer, line_step, per_row)
+            s.lines = outer * per_row
+            return
+    row = base
+    for i in range(outer):
+        at = row
+        for j in range(inner):
+            line = line_of(s, at) - origin
+            last = line_of(s, at + width - 1) - origin
+            count += last - line + 1
+            if line == last:
+                bit = <uint64_t>1 << (line & 63)
+                hits += (seen[line >> 6] & bit) != 0
+                seen[line >> 6] |= bit
+            else:
+                hits += seen_range(seen, line, last)
+            at += stride
+        row += step
+    s.hits = hits
+    s.lines = count
+
+
 # -- costs ----------------------------------------------------------------------------------
 
 cdef inline void copy_shape(const Instr* r, int64_t* rows, int64_t* cols, int64_t* rs,
@@ -596,7 +738,10 @@ cdef inline void copy_cycles(Sim* s, const Instr* r, int64_t start, int64_t* fre
     isz = read_isz if src == MEM_GM else write_isz     # the GM tensor's element size
     gm = r.gm if r.gm >= 0 else r.gm + s.nsym
     base = s.bases[gm] + (r.a_addr if src == MEM_GM else r.d_addr) * isz
-    touch_lines(s, base, rows, cols, rs, cs, isz)
+    if s.seen != NULL:
+        touch_seen(s, base, rows, cols, rs, cs, isz)
+    else:
+        touch_lines(s, base, rows, cols, rs, cs, isz)
     hits, n = s.hits, s.lines
     if src == MEM_GM:
         hit_eff = <double>(eff * hits) / <double>n
@@ -723,6 +868,7 @@ cdef double cost_bound(Sim* s, const Instr* r, int kind) noexcept nogil:
     """An upper bound of what one instruction adds to any time, or -1 when a value could
     leave the exact int64/double domain (then the reference engine runs instead)."""
     cdef int64_t rows, cols, rs, cs, isz, run, runs, src, dst, gm, addr
+    cdef int64_t span_r, span_c, low, high
     cdef const int64_t* f
     cdef double x, eff, lines, slowest, far, first, extent, per_tag
     cdef int pi
@@ -781,6 +927,15 @@ cdef double cost_bound(Sim* s, const Instr* r, int kind) noexcept nogil:
         per_tag = <double>s.line_bytes * <double>s.sets
         s.tag_lo = min(s.tag_lo, floor((first - extent) / per_tag) - 1)
         s.tag_hi = max(s.tag_hi, floor((first + extent) / per_tag) + 1)
+        # the lines it touches, exactly: its lowest and highest byte (below 2**62 in
+        # magnitude: bases < 2**50, |addr| <= 2**44, rows <= 2**24, |strides| <= 2**32)
+        span_r = (rows - 1) * rs * isz
+        span_c = (cols - 1) * cs * isz
+        low = s.bases[gm] + addr * isz
+        high = low + (span_r if span_r > 0 else 0) + (span_c if span_c > 0 else 0) + isz - 1
+        low += (span_r if span_r < 0 else 0) + (span_c if span_c < 0 else 0)
+        s.line_lo = min(s.line_lo, floordiv(low, s.line_bytes))
+        s.line_hi = max(s.line_hi, floordiv(high, s.line_bytes))
     slowest = s.path_rate[pi]
     if s.l2_read_bpc < slowest:
         slowest = s.l2_read_bpc
@@ -794,7 +949,7 @@ cdef double cost_bound(Sim* s, const Instr* r, int kind) noexcept nogil:
 cdef int64_t prepare(Sim* s, const Instr** code, const int64_t* length, const int64_t* offset,
                      int64_t ncores, int64_t* set_base, int64_t* wait_base, int64_t* next_set,
                      int64_t* wait_takes, int64_t* head, int64_t* tail, int64_t* owner,
-                     const Limits* limits, bint* failed) noexcept nogil:
+                     int64_t stamp, const Limits* limits, bint* failed) noexcept nogil:
     """Check every instruction and match flags.
 
     With ``limits``, also run check_program's checks: a problem sets ``failed`` and
@@ -805,7 +960,9 @@ cdef int64_t prepare(Sim* s, const Instr** code, const int64_t* length, const in
     destination, event) key takes the k-th set on it if that comes earlier in program
     order: ``wait_takes`` gets that set's number, or -1 (a deadlock when reached).
     Returns the index of the first instruction outside the exact domain, or -1; cores
-    with unequal numbers of SYNC_ALLs are left to the reference too (it raises)."""
+    with unequal numbers of SYNC_ALLs are left to the reference too (it raises).
+    ``owner[key]`` is ``stamp + c`` once core c of this run has used the key (older
+    runs left smaller stamps)."""
     cdef int64_t c, i, key, sets = 0, waits = 0, sync_alls, first_sync_alls = 0
     cdef const Instr* r
     cdef int kind
@@ -831,8 +988,8 @@ cdef int64_t prepare(Sim* s, const Instr** code, const int64_t* length, const in
                     key = (r.pipe * NPIPES + r.pipe2) * 256 + <uint8_t>r.event
                 else:
                     key = (r.pipe2 * NPIPES + r.pipe) * 256 + <uint8_t>r.event
-                if owner[key] != c:         # first use of this key on this core
-                    owner[key] = c
+                if owner[key] != stamp + c:     # first use of this key on this core
+                    owner[key] = stamp + c
                     head[key] = -1
                     tail[key] = -1
                 if kind == K_SET:           # queue it: next_set chains a key's pending sets
@@ -890,6 +1047,26 @@ cdef inline void sift_down(int64_t* ht, int64_t* hc, int64_t n, int64_t k) noexc
 
 
 # -- the engine -----------------------------------------------------------------------------
+#
+# Cores take turns in the order of their next instruction's issue time (ties: lower core
+# first), which orders their use of what they share: the L2 and the DRAM server, which
+# GM copies use, and SYNC_ALL. Everything else a core does touches only its own state,
+# so once it has its turn it keeps going through such instructions (the heap is not
+# consulted) and hands the turn back only before a GM copy, a SYNC_ALL or a deadlocking
+# WAIT_FLAG (so that the deadlock reported is the first one reached, as in the
+# reference): the same order of every shared event, with far fewer heap operations.
+
+cdef inline bint waits_its_turn(const Sim* s, const Instr* r,
+                                const int64_t* taken) noexcept nogil:
+    """Whether ``r`` must wait for its core's turn: it touches what cores share, or is a
+    WAIT_FLAG that deadlocks (``taken[0]``, if it is a wait: the set it takes, or -1)."""
+    cdef int kind = s.kind[r.op]
+    if kind == K_COPY:
+        return r.a_mem == MEM_GM or r.d_mem == MEM_GM
+    if kind == K_WAIT:
+        return taken[0] < 0
+    return kind == K_SYNC_ALL
+
 
 cdef inline void record(TraceRec* trace, int64_t g, int64_t c, int64_t pc, const Instr* r,
                         int64_t start, int64_t end, int64_t* core_end) noexcept nogil:
@@ -904,95 +1081,153 @@ cdef inline void record(TraceRec* trace, int64_t g, int64_t c, int64_t pc, const
         trace[g].end = end
 
 
-def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
-        int64_t[::1] core_cycles, int64_t[:, ::1] pipe_busy, int64_t[:, :, ::1] flag_wait,
-        int64_t[:, ::1] starved, int64_t[:, ::1] queue_stall, int64_t[:, ::1] path_bytes,
-        tuple limits=None):
-    """Simulate the per-core ``INSTR`` arrays ``cores`` (C-contiguous); ``fast.py``
-    builds the arguments. Fills the output arrays and ``trace`` (a ``TRACE`` array with
-    one record per instruction, or None). ``limits``, the arguments of ``check`` after
-    ``cores``, asks for check_program's checks on the way.
+cdef class Tables:
+    """A target as the engine reads it, built once per target by ``fast.py``: the
+    target's fields of ``Sim`` and of the check's ``Limits``, pointing into lookup
+    tables this object keeps alive.
 
-    Returns ``(status, core, index, l2_hit_bytes, gm_read_bytes, gm_write_bytes)``:
-    status ``OK``; ``DEADLOCK`` at instruction ``index`` of ``core``; ``USE_REFERENCE``
-    when an instruction lies outside what this engine computes exactly (``index`` is
-    its global position); ``CHECK_FAILED`` when check_program would raise.
+    ``tables`` are the arrays of ``fast._tables`` (by opcode, dtype code, path),
+    ``scalars`` its numbers, ``limits`` the target's arrays of check_program's checks
+    (capacity, alignment, itemsize, strict)."""
+
+    cdef Sim sim
+    cdef Limits limits
+    cdef tuple arrays
+
+    def __init__(self, tuple tables, tuple scalars, tuple limits):
+        cdef const uint8_t[::1] kind_table = tables[0]
+        cdef const double[::1] vector_cost = tables[1]
+        cdef const int64_t[::1] itemsize = tables[2]
+        cdef const int64_t[::1] fractal = tables[3]
+        cdef const uint8_t[::1] path_ok = tables[4]
+        cdef const double[::1] path_rate = tables[5]
+        cdef const int64_t[::1] path_latency = tables[6]
+        cdef const int64_t[::1] path_min_burst = tables[7]
+        cdef const double[::1] path_row_cycles = tables[8]
+        cdef const int64_t[::1] capacity = limits[0]
+        cdef const int64_t[::1] alignment = limits[1]
+        cdef const int64_t[::1] check_itemsize = limits[2]
+        cdef const uint8_t[::1] strict = limits[3]
+        cdef Sim* s = &self.sim
+        cdef int k
+        self.arrays = (tables, limits)      # the pointers below stay valid
+        memset(s, 0, sizeof(Sim))
+        s.queue_depth = scalars[0]
+        s.cube_overhead = scalars[1]
+        s.vector_overhead = scalars[2]
+        s.vector_bpc = scalars[3]
+        s.l2_read_bpc = scalars[4]
+        s.chip_bpc = scalars[5]
+        s.line_bytes = scalars[6]
+        s.hit_latency = scalars[7]
+        s.miss_latency = scalars[8]
+        s.sets = scalars[9]
+        s.sync_all_cycles = scalars[10]
+        s.inv_sets = 1.0 / s.sets
+        s.line_shift = s.set_shift = -1
+        for k in range(63):
+            if (<int64_t>1 << k) == s.line_bytes:
+                s.line_shift = k
+            if (<int64_t>1 << k) == s.sets:
+                s.set_shift = k
+        s.kind = &kind_table[0]
+        s.vector_cost = &vector_cost[0]
+        s.itemsize = &itemsize[0]
+        s.fractal = &fractal[0]
+        s.path_ok = &path_ok[0]
+        s.path_rate = &path_rate[0]
+        s.path_latency = &path_latency[0]
+        s.path_min_burst = &path_min_burst[0]
+        s.path_row_cycles = &path_row_cycles[0]
+        self.limits.capacity, self.limits.alignment = &capacity[0], &alignment[0]
+        self.limits.itemsize, self.limits.strict = &check_itemsize[0], &strict[0]
+
+
+cdef inline cnp.ndarray int64_zeros(int nd, int64_t d0, int64_t d1, int64_t d2):
+    cdef cnp.npy_intp dims[3]
+    dims[0], dims[1], dims[2] = d0, d1, d2
+    return cnp.PyArray_ZEROS(nd, dims, cnp.NPY_INT64, 0)
+
+
+def run(list cores, cnp.ndarray bases, Tables target, trace, cnp.ndarray sizes=None):
+    """Simulate the per-core ``INSTR`` arrays ``cores`` (C-contiguous) on ``target``;
+    ``bases`` (int64) are the symbols' GM base addresses. Fills ``trace`` (a ``TRACE``
+    array with one record per instruction) unless it is None. ``sizes`` (int64, the
+    symbols' element counts, at least one entry) asks for check_program's checks on the
+    way.
+
+    Returns ``(status, core, index, l2_hit_bytes, gm_read_bytes, gm_write_bytes,
+    longest, core_cycles, pipe_busy, flag_wait, starved, queue_stall, path_bytes)``
+    (``longest``: the slowest core's cycles, 0 without cores): status
+    ``OK``; ``DEADLOCK`` at instruction ``index`` of ``core``; ``USE_REFERENCE`` when an
+    instruction lies outside what this engine computes exactly (``index`` is its global
+    position); ``CHECK_FAILED`` when check_program would raise. The arrays are
+    SimResult's (filled when the status is ``OK``).
     """
-    cdef const uint8_t[::1] kind_table = tables[0]
-    cdef const double[::1] vector_cost = tables[1]
-    cdef const int64_t[::1] itemsize = tables[2]
-    cdef const int64_t[::1] fractal = tables[3]
-    cdef const uint8_t[::1] path_ok = tables[4]
-    cdef const double[::1] path_rate = tables[5]
-    cdef const int64_t[::1] path_latency = tables[6]
-    cdef const int64_t[::1] path_min_burst = tables[7]
-    cdef const double[::1] path_row_cycles = tables[8]
-    cdef Sim s
+    cdef Sim s = target.sim
     cdef int64_t ncores = len(cores), total = 0, c, k, g, pc, p, q, status = S_OK, err = -1
     cdef int64_t issue, start, slot_free, t, end, raised, free_at, complete, qd, src, taken
-    cdef int64_t heap_n = 0, parked = 0, latest = 0, cc, at
+    cdef int64_t heap_n = 0, parked = 0, latest = 0, cc, at, stamp, longest = 0
     cdef int kind
     cdef const Instr* r
     cdef TraceRec* trace_ptr = NULL
     cdef int64_t* next_set
     cdef int64_t* wait_takes
     cdef cnp.ndarray arr
-    cdef _L2Buffer l2_buffer
+    cdef _L2Buffer l2_buffer = None
     cdef Limits limits_struct
     cdef const Limits* limits_ptr = NULL
-    cdef const int64_t[::1] capacity, alignment, sizes, check_itemsize
-    cdef const uint8_t[::1] strict
     cdef bint failed = False
-    if limits is not None:
-        capacity, alignment, sizes, nsym, check_itemsize, strict = limits
-        limits_struct.capacity, limits_struct.alignment = &capacity[0], &alignment[0]
-        limits_struct.sizes, limits_struct.nsym = &sizes[0], nsym
-        limits_struct.itemsize, limits_struct.strict = &check_itemsize[0], &strict[0]
+    if not (cnp.PyArray_TYPE(bases) == cnp.NPY_INT64 and cnp.PyArray_IS_C_CONTIGUOUS(bases)):
+        raise TypeError("bases must be a contiguous int64 array")
+    if sizes is not None:
+        if not (cnp.PyArray_TYPE(sizes) == cnp.NPY_INT64 and cnp.PyArray_IS_C_CONTIGUOUS(sizes)
+                and cnp.PyArray_SIZE(sizes) >= 1):
+            raise TypeError("sizes must be a contiguous int64 array of at least one entry")
+        limits_struct = target.limits
+        limits_struct.sizes = <const int64_t*>cnp.PyArray_DATA(sizes)
+        limits_struct.nsym = cnp.PyArray_SIZE(bases)
         limits_ptr = &limits_struct
+    cdef cnp.ndarray core_cycles_arr = int64_zeros(1, ncores, 0, 0)
+    cdef cnp.ndarray pipe_busy_arr = int64_zeros(2, ncores, NPIPES, 0)
+    cdef cnp.ndarray flag_wait_arr = int64_zeros(3, ncores, NPIPES, NPIPES)
+    cdef cnp.ndarray starved_arr = int64_zeros(2, ncores, NPIPES, 0)
+    cdef cnp.ndarray queue_stall_arr = int64_zeros(2, ncores, NPIPES, 0)
+    cdef cnp.ndarray path_bytes_arr = int64_zeros(2, NMEMS, NMEMS, 0)
+    cdef int64_t* core_cycles = <int64_t*>cnp.PyArray_DATA(core_cycles_arr)
+    cdef int64_t* pipe_busy = <int64_t*>cnp.PyArray_DATA(pipe_busy_arr)
+    cdef int64_t* flag_wait = <int64_t*>cnp.PyArray_DATA(flag_wait_arr)
+    cdef int64_t* starved = <int64_t*>cnp.PyArray_DATA(starved_arr)
+    cdef int64_t* queue_stall = <int64_t*>cnp.PyArray_DATA(queue_stall_arr)
 
-    s.queue_depth = scalars[0]
-    s.cube_overhead = scalars[1]
-    s.vector_overhead = scalars[2]
-    s.vector_bpc = scalars[3]
-    s.l2_read_bpc = scalars[4]
-    s.chip_bpc = scalars[5]
-    s.line_bytes = scalars[6]
-    s.hit_latency = scalars[7]
-    s.miss_latency = scalars[8]
-    s.sets = scalars[9]
-    s.sync_all_cycles = scalars[10]
-    s.inv_sets = 1.0 / s.sets
-    s.line_shift = s.set_shift = -1
-    for k in range(63):
-        if (<int64_t>1 << k) == s.line_bytes:
-            s.line_shift = k
-        if (<int64_t>1 << k) == s.sets:
-            s.set_shift = k
     s.cur_line = s.cur_set = s.cur_tag = 0      # line 0 is (set 0, tag 0)
     s.tag_lo, s.tag_hi = 1e300, -1e300
-    s.kind = &kind_table[0]
-    s.vector_cost = &vector_cost[0]
-    s.itemsize = &itemsize[0]
-    s.fractal = &fractal[0]
-    s.path_ok = &path_ok[0]
-    s.path_rate = &path_rate[0]
-    s.path_latency = &path_latency[0]
-    s.path_min_burst = &path_min_burst[0]
-    s.path_row_cycles = &path_row_cycles[0]
-    s.bases = &bases[0] if bases.shape[0] else NULL
-    s.nsym = bases.shape[0]
+    s.line_lo, s.line_hi = INT64_MAX, INT64_MIN
+    s.seen = NULL
+    s.bases = <const int64_t*>cnp.PyArray_DATA(bases) if cnp.PyArray_SIZE(bases) else NULL
+    s.nsym = cnp.PyArray_SIZE(bases)
     s.server_free = s.l2_hit_bytes = s.gm_read_bytes = s.gm_write_bytes = 0
-    s.path_bytes = &path_bytes[0, 0]
+    s.path_bytes = <int64_t*>cnp.PyArray_DATA(path_bytes_arr)
     qd = s.queue_depth
 
-    # working memory: per-core arrays, flag tables and the flag numbering, one block of
-    # int64 reused by later runs (so its pages are not faulted in again)
+    # working memory: the flag keys' tables, per-core arrays and the flag numbering, one
+    # block of int64 reused by later runs (so its pages are not faulted in again)
     for c in range(ncores):
-        total += (<cnp.ndarray>cores[c]).shape[0]
+        arr = cores[c]
+        if not cnp.PyArray_IS_C_CONTIGUOUS(arr):
+            raise ValueError("the engine reads C-contiguous INSTR arrays")
+        total += cnp.PyArray_DIM(arr, 0)
+    # the no-eviction L2's bits: as many as the L2 has lines, up to SEEN_LINES
+    cdef int64_t seen_words = min(L2_WAYS * s.sets, SEEN_LINES) // 64 + 2
     cdef _Scratch scratch = _take_scratch(
-        ncores * (14 + 5 * NPIPES + NPIPES * qd) + 3 * NKEYS + 2 * total + 2)
-    cdef const Instr** code = <const Instr**>scratch.words
-    cdef int64_t* length = scratch.words + ncores + 1
+        ncores * (14 + 5 * NPIPES + NPIPES * qd) + 3 * NKEYS + 2 * total + 2 + seen_words)
+    stamp = scratch.stamp
+    scratch.stamp += ncores
+    cdef int64_t* owner = scratch.words
+    cdef int64_t* head = owner + NKEYS
+    cdef int64_t* tail = head + NKEYS
+    cdef const Instr** code = <const Instr**>(tail + NKEYS)
+    cdef int64_t* length = tail + NKEYS + ncores + 1
     cdef int64_t* offset = length + ncores
     cdef int64_t* pcs = offset + ncores
     cdef int64_t* last_issue = pcs + ncores
@@ -1011,11 +1246,9 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
     cdef int64_t* ring_pos = queued + ncores * NPIPES       # where the next start goes
     cdef int64_t* busy = ring_pos + ncores * NPIPES
     cdef int64_t* ring = busy + ncores * NPIPES              # the last qd starts, per pipe
-    cdef int64_t* head = ring + ncores * NPIPES * qd
-    cdef int64_t* tail = head + NKEYS
-    cdef int64_t* owner = tail + NKEYS
-    next_set = owner + NKEYS            # filled as far as there are flags; then: when set k
-    wait_takes = next_set + total       # raised its flag
+    next_set = ring + ncores * NPIPES * qd  # filled as far as there are flags; then: when
+    wait_takes = next_set + total           # set k raised its flag
+    cdef uint64_t* seen = <uint64_t*>(wait_takes + total)
 
     try:
         total = 0
@@ -1031,11 +1264,14 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
         s.l2 = l2_buffer.sets
         s.gen = l2_buffer.next_run()
         with nogil:
-            for k in range(NKEYS):
-                owner[k] = -1
             err = prepare(&s, code, length, offset, ncores, set_base, wait_base, next_set,
-                          wait_takes, head, tail, owner, limits_ptr, &failed)
-            if err < 0 and s.tag_hi - s.tag_lo >= TAG_SPAN:
+                          wait_takes, head, tail, owner, stamp, limits_ptr, &failed)
+            if (0 <= s.line_lo <= s.line_hi and s.line_hi - s.line_lo < L2_WAYS * s.sets
+                    and s.line_hi - s.line_lo < 64 * (seen_words - 1)):
+                s.seen = seen           # no set can evict: see "L2 without evictions"
+                s.seen_base = s.line_lo
+                memset(seen, 0, (((s.line_hi - s.line_lo) >> 6) + 1) * sizeof(uint64_t))
+            elif err < 0 and s.tag_hi - s.tag_lo >= TAG_SPAN:
                 err = 0                 # its L2 tags span more than a uint16 holds
             s.tag_base = <int64_t>s.tag_lo if s.tag_lo <= s.tag_hi else 0
             if failed:
@@ -1070,7 +1306,7 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
                     if p != 0 and queued[k] >= qd:
                         slot_free = ring[k * qd + ring_pos[k]]
                         if slot_free > issue:
-                            queue_stall[c, p] += slot_free - issue
+                            queue_stall[k] += slot_free - issue
                             issue = slot_free
                     last_issue[c] = issue
                     if kind == K_SYNC_ALL:
@@ -1120,7 +1356,7 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
                     else:
                         start = imax(issue, pipe_free[k])
                         if issue > pipe_free[k]:
-                            starved[c, p] += issue - pipe_free[k]
+                            starved[k] += issue - pipe_free[k]
                         ring[k * qd + ring_pos[k]] = start
                         queued[k] += 1
                         ring_pos[k] += 1
@@ -1140,7 +1376,7 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
                                 break
                             t = imax(start, next_set[taken])
                             src = r.pipe2
-                            flag_wait[c, p, src] += t - start
+                            flag_wait[k * NPIPES + src] += t - start
                             pipe_free[k] = t + 1
                             pipe_done[k] = imax(pipe_done[k], t + 1)
                             record(trace_ptr, g, c, pc, r, start, t + 1, &core_end[c])
@@ -1160,6 +1396,9 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
                     # next instruction of this core, or the core is done
                     pcs[c] = pc + 1
                     if pc + 1 < length[c]:
+                        if not waits_its_turn(&s, code[c] + pc + 1,
+                                              wait_takes + wait_base[c] + waits_done[c]):
+                            continue            # c stays on top: see waits_its_turn
                         ht[0] = last_issue[c] + 1
                     else:
                         heap_n -= 1
@@ -1171,13 +1410,16 @@ def run(list cores, const int64_t[::1] bases, tables, tuple scalars, trace,
                         t = core_end[c]
                         for q in range(NPIPES):
                             t = imax(t, pipe_done[c * NPIPES + q])
-                            pipe_busy[c, q] = busy[c * NPIPES + q]
+                            pipe_busy[c * NPIPES + q] = busy[c * NPIPES + q]
                         core_cycles[c] = t
+                        longest = imax(longest, t)
         if status == S_DEADLOCK:
-            return status, c, err, 0, 0, 0
+            return status, c, err, 0, 0, 0, 0, None, None, None, None, None, None
         if status == S_USE_REFERENCE or status == S_CHECK_FAILED:
-            return status, -1, err, 0, 0, 0
-        return S_OK, -1, -1, s.l2_hit_bytes, s.gm_read_bytes, s.gm_write_bytes
+            return status, -1, err, 0, 0, 0, 0, None, None, None, None, None, None
+        return (S_OK, -1, -1, s.l2_hit_bytes, s.gm_read_bytes, s.gm_write_bytes, longest,
+                core_cycles_arr, pipe_busy_arr, flag_wait_arr, starved_arr, queue_stall_arr,
+                path_bytes_arr)
     finally:
         _give_scratch(scratch)
         if l2_buffer is not None:

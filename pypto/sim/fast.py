@@ -2,8 +2,10 @@
 
 It gives exactly the ``SimResult`` of ``pypto.sim.reference`` (the specification), only
 faster. This module turns the target into small lookup tables (by opcode, dtype code and
-data path) and hands the per-core ``INSTR`` arrays to the engine, which reads them in
-place. ``_engine`` is imported on the first call, so importing ``pypto`` stays cheap.
+data path, once per target) and hands the per-core ``INSTR`` arrays to the engine,
+which reads them in place; what it prepares of a program (contiguous streams, symbol
+bases) is kept for the program's next simulation. ``_engine`` is imported on the first
+call, so importing ``pypto`` stays cheap.
 
 Programs outside the range the engine computes exactly (invalid codes, a path or cube
 dtype the target lacks, sizes whose products could overflow an ``int64`` or lose a bit
@@ -23,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import weakref
 from types import ModuleType
 
 import numpy as np
@@ -92,6 +95,54 @@ def _tables(target: Target) -> tuple[tuple[np.ndarray, ...], tuple]:
     return tables, scalars
 
 
+@functools.lru_cache(maxsize=16)
+def _engine_tables(target: Target) -> object:
+    """``_tables`` and the target's part of check_program's tables, as the engine's
+    ``Tables`` (built once per target)."""
+    from pypto.sim.check import _ITEMSIZE, _STRICT, _memories
+
+    tables, scalars = _tables(target)
+    capacity, alignment = _memories(target)
+    return _engine().Tables(tables, scalars, (capacity, alignment, _ITEMSIZE, _STRICT))
+
+
+class _Prepared:
+    """What the engine needs of one program besides the target, kept for the next
+    simulation of the same program (a tuner simulates each program once, a benchmark
+    many times): its C-contiguous streams, symbol bases and sizes."""
+
+    __slots__ = ("program", "cores", "bases", "sizes", "fits", "instructions")
+
+    def __init__(self, program: Program) -> None:
+        from pypto.sim import reference
+
+        self.program = weakref.ref(program)
+        self.cores = [np.ascontiguousarray(c) for c in program.cores]
+        self.instructions = program.num_instructions
+        bases = reference.symbol_bases(program)
+        self.bases = np.array(bases, dtype=np.int64)
+        self.sizes = np.array([s.size for s in program.symbols] or [0], dtype=np.int64)
+        last = program.symbols[-1] if program.symbols else None
+        self.fits = last is None or bases[-1] + last.size * last.dtype.itemsize < _MAX_GM_BYTES
+
+
+# By id(program); an entry is used only while its program is alive (ids are reused).
+_prepared: dict[int, _Prepared] = {}
+_PREPARED_MAX = 8
+
+
+def _prepare(program: Program) -> _Prepared:
+    entry = _prepared.get(id(program))
+    if entry is not None and entry.program() is program \
+            and all(a is b for a, b in zip(entry.cores, program.cores)):
+        return entry
+    entry = _Prepared(program)
+    if len(_prepared) >= _PREPARED_MAX:
+        _prepared.pop(next(iter(_prepared)))
+    _prepared[id(program)] = entry
+    return entry
+
+
 @functools.cache
 def _engine() -> ModuleType:
     from pypto.sim import _engine as engine  # type: ignore[attr-defined]
@@ -126,43 +177,41 @@ def simulate(program: Program, target: Target, bound_cycles: int,
         SimError: a ``WAIT_FLAG`` whose ``SET_FLAG`` is not issued before it (deadlock);
             with ``check``, what check_program raises.
     """
-    from pypto.sim import reference
-    from pypto.sim.check import check_program, check_tables
-
-    engine = _engine()
-    bases = reference.symbol_bases(program)
-    last = program.symbols[-1] if program.symbols else None
-    if (last is not None and bases[-1] + last.size * last.dtype.itemsize >= _MAX_GM_BYTES) \
-            or not _supported(target):
+    prepared = _prepare(program)
+    if not prepared.fits or not _supported(target):
         if check:
-            check_program(program, target)
-        return reference.simulate(program, target, bound_cycles, trace=trace)
-    tables, scalars = _tables(target)
-    cores = [np.ascontiguousarray(c) for c in program.cores]
-    n, total = len(cores), sum(len(c) for c in cores)
-    core_cycles = np.zeros(n, dtype=np.int64)
-    pipe_busy = np.zeros((n, len(Pipe)), dtype=np.int64)
-    flag_wait = np.zeros((n, len(Pipe), len(Pipe)), dtype=np.int64)
-    starved = np.zeros((n, len(Pipe)), dtype=np.int64)
-    queue_stall = np.zeros((n, len(Pipe)), dtype=np.int64)
-    path_bytes = np.zeros((len(Mem), len(Mem)), dtype=np.int64)
-    records = np.empty(total, dtype=TRACE) if trace else None
-    status, core, index, l2_hit, gm_read, gm_write = engine.run(
-        cores, np.array(bases, dtype=np.int64), tables, scalars, records, core_cycles,
-        pipe_busy, flag_wait, starved, queue_stall, path_bytes,
-        check_tables(program, target) if check else None)
+            _check(program, target)
+        return _reference(program, target, bound_cycles, trace)
+    engine = _engine()
+    records = np.empty(prepared.instructions, dtype=TRACE) if trace else None
+    (status, core, index, l2_hit, gm_read, gm_write, longest, core_cycles, pipe_busy,
+     flag_wait, starved, queue_stall, path_bytes) = engine.run(
+        prepared.cores, prepared.bases, _engine_tables(target), records,
+        prepared.sizes if check else None)
     if status == engine.CHECK_FAILED or (check and status == engine.USE_REFERENCE):
-        check_program(program, target)      # raises what is wrong
+        _check(program, target)             # raises what is wrong
     if status == engine.CHECK_FAILED:       # (not reached: the two checks agree)
         return simulate(program, target, bound_cycles, trace=trace)
     if status == engine.USE_REFERENCE:
-        return reference.simulate(program, target, bound_cycles, trace=trace)
+        return _reference(program, target, bound_cycles, trace)
     if status == engine.DEADLOCK:
         raise _deadlock(program, core, index)
-    cycles = target.launch_overhead_cycles + (int(core_cycles.max()) if n else 0)
-    return SimResult(target.name, target.clock_ghz, cycles, core_cycles, pipe_busy, flag_wait,
-                     starved, queue_stall, path_bytes, int(l2_hit), int(gm_read), int(gm_write),
-                     bound_cycles, program.num_instructions, trace=records)
+    return SimResult(target.name, target.clock_ghz, target.launch_overhead_cycles + longest,
+                     core_cycles, pipe_busy, flag_wait, starved, queue_stall, path_bytes,
+                     l2_hit, gm_read, gm_write, bound_cycles, prepared.instructions,
+                     trace=records)
+
+
+def _reference(program: Program, target: Target, bound_cycles: int, trace: bool) -> SimResult:
+    from pypto.sim import reference
+
+    return reference.simulate(program, target, bound_cycles, trace=trace)
+
+
+def _check(program: Program, target: Target) -> None:
+    from pypto.sim.check import check_program
+
+    check_program(program, target)
 
 
 def _deadlock(program: Program, core: int, index: int) -> SimError:

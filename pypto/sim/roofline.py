@@ -7,6 +7,7 @@ bytes count every input element a workload reads once and every output once.
 
 from __future__ import annotations
 
+import functools
 import math
 
 from pypto.codegen.isa import REDUCE, VECTOR, Op
@@ -28,8 +29,10 @@ def _bound(target: Target, cube_cycles: float, vector_cycles: float, gm_bytes: f
     return target.launch_overhead_cycles + math.ceil(max(cube_cycles, vector_cycles, memory))
 
 
+@functools.lru_cache(maxsize=256)
 def workload_bound(wl: Workload, target: Target) -> int:
-    """The bound of ``wl`` on ``target`` in cycles (what ``efficiency`` divides)."""
+    """The bound of ``wl`` on ``target`` in cycles (what ``efficiency`` divides).
+    Workloads and targets hash by their content keys, so each pair is computed once."""
     cube = vector = 0.0
     gm = 0
     for n in wl.nodes:
@@ -69,23 +72,28 @@ def program_bound(program: Program, target: Target) -> int:
     for code, dt in BY_CODE.items():
         isz[code] = dt.itemsize
     for stream in program.cores:
+        # fields first, then the instructions wanted: the same values in the same order
+        # (so the same sums) without copying whole records
         ops = stream["op"]
-        mmad = stream[ops == int(Op.MMAD)]
-        for code in np.unique(mmad["sdtype"]):
-            dtype = BY_CODE[int(code)].name
-            fm, fk, fn = target.fractal(dtype)
-            rate = target.cube_cores * fm * fk * fn / target.fractal_passes(dtype)
-            sel = mmad[mmad["sdtype"] == code]
-            cube += float((sel["a_rows"].astype(np.float64) * sel["a_cols"]
-                           * sel["b_cols"]).sum()) / rate
+        present = np.bincount(ops, minlength=256)
+        if present[Op.MMAD]:
+            mmad = ops == int(Op.MMAD)
+            sdtypes = stream["sdtype"][mmad]
+            macs = (stream["a_rows"][mmad].astype(np.float64) * stream["a_cols"][mmad]
+                    * stream["b_cols"][mmad])
+            for code in np.unique(sdtypes):
+                dtype = BY_CODE[int(code)].name
+                fm, fk, fn = target.fractal(dtype)
+                rate = target.cube_cores * fm * fk * fn / target.fractal_passes(dtype)
+                cube += float(macs[sdtypes == code].sum()) / rate
         for op in VECTOR:
-            sel = stream[ops == int(op)]
-            if not len(sel):
+            if not present[op]:
                 continue
-            cols = sel["a_cols"] if op in REDUCE else sel["d_cols"]
-            width = np.maximum(isz[sel["dtype"]], isz[sel["sdtype"]])
+            sel = ops == int(op)
+            cols = stream["a_cols" if op in REDUCE else "d_cols"][sel]
+            width = np.maximum(isz[stream["dtype"][sel]], isz[stream["sdtype"][sel]])
             cost = target.vector_op_cost(op.name[1:].lower())
-            vector += float((sel["d_rows"].astype(np.float64) * cols * width).sum()) * cost
+            vector += float((stream["d_rows"][sel].astype(np.float64) * cols * width).sum()) * cost
     vector /= target.vector_bytes_per_cycle * target.vector_cores
     gm = sum(s.size * s.dtype.itemsize for s in program.symbols if s.role in ("in", "out"))
     return _bound(target, cube, vector, gm)

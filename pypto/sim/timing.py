@@ -3,8 +3,11 @@ reference engine when the extension is not built or ``PYPTO_SIM=ref`` asks for i
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
 import warnings
+from types import ModuleType
 
 from pypto.codegen.program import Program
 from pypto.sim.result import SimResult
@@ -18,6 +21,8 @@ def engine_name() -> str:
     global _warned
     if os.environ.get("PYPTO_SIM", "").lower() in ("ref", "reference"):
         return "reference"
+    if sys.modules.get("pypto.sim._engine") is not None:   # loaded: no import machinery
+        return "cython"
     try:
         from pypto.sim import _engine  # noqa: F401
     except ImportError:
@@ -37,9 +42,6 @@ def simulate(program: Program, target: Target, *, bound_cycles: int | None = Non
     ``trace`` keeps per-instruction start/end; ``hazards`` checks the timed trace for
     races (implies ``trace``).
     """
-    from pypto.sim.check import check_program
-    from pypto.sim.roofline import program_bound
-
     use = engine or engine_name()
     if use not in ("cython", "reference"):
         raise ValueError(f"unknown engine {use!r}: use 'cython' or 'reference'")
@@ -47,8 +49,12 @@ def simulate(program: Program, target: Target, *, bound_cycles: int | None = Non
     # when the bound, which reads the program too, is wanted first) check it here.
     checked = use == "reference" or bound_cycles is None
     if checked:
+        from pypto.sim.check import check_program
+
         check_program(program, target)
     if bound_cycles is None:
+        from pypto.sim.roofline import program_bound
+
         bound_cycles = program_bound(program, target)
     want_trace = trace or hazards
     if use == "reference":
@@ -56,9 +62,8 @@ def simulate(program: Program, target: Target, *, bound_cycles: int | None = Non
 
         result = run_reference(program, target, bound_cycles, trace=want_trace)
     else:
-        from pypto.sim.fast import simulate as run_fast
-
-        result = run_fast(program, target, bound_cycles, trace=want_trace, check=not checked)
+        result = _fast().simulate(program, target, bound_cycles, trace=want_trace,
+                                  check=not checked)
     if hazards:
         from pypto.sim.hazards import find_hazards
 
@@ -66,3 +71,10 @@ def simulate(program: Program, target: Target, *, bound_cycles: int | None = Non
         if not trace:
             result.trace = result.trace if trace else None
     return result
+
+
+@functools.cache
+def _fast() -> ModuleType:
+    from pypto.sim import fast
+
+    return fast
