@@ -6,7 +6,7 @@ cycles or the error, the status and the timing-model version. No code, no pickle
 
     {"version": 1, "workload": {"key": ..., "spec": {...}}, "target": {"name": ...,
      "key": ...}, "schedule": {...}, "status": "ok", "cycles": 34044,
-     "model_version": "sim-2026.12.1", ...}
+     "model_version": "sim-2026.12.2", ...}
 
 Import validates every line before it stores anything; a file with a bad line is
 rejected whole (naming each bad line) unless ``skip_bad`` is given.
