@@ -100,9 +100,8 @@ cdef int take(Records* out, object sb) except -1:
     short head and a long tail that ``sb.array()`` would have to concatenate)."""
     if not sb.rows and not sb.packed:
         return 0
-    cdef cnp.ndarray head = sb.array()
+    cdef cnp.ndarray head = sb.take()
     cdef Py_ssize_t n = head.shape[0]
-    sb.rows, sb.packed, sb.packed_count = [], [], 0
     out.data = <Instr*>realloc(out.data, (n + 4096) * sizeof(Instr))
     if out.data == NULL:
         raise MemoryError()

@@ -120,7 +120,7 @@ class Operand:
 @dataclass
 class StreamBuilder:
     """Collects one core's instructions as tuples in ``INSTR`` field order (``rows``),
-    then packs them into an array. Instructions that compiled emitters (``_cube.pyx``)
+    then packs them into an array. Instructions that compiled emitters (``_matmul.pyx``)
     wrote as ``INSTR`` records already join with ``extend``.
 
     ``emit`` runs once per generated instruction, so when ``_sync.pyx`` is built its
@@ -163,9 +163,10 @@ class StreamBuilder:
         """Append instructions already packed (an ``INSTR`` array)."""
         if self.rows:
             self.packed.append(self._pack_rows())
+            self.packed_count += len(self.rows)
             self.rows = []
         self.packed.append(block)
-        self.packed_count = sum(len(b) for b in self.packed)
+        self.packed_count += len(block)
 
     def array(self) -> np.ndarray:
         """The stream as one ``INSTR`` array."""
@@ -173,6 +174,12 @@ class StreamBuilder:
         if not blocks:
             return np.zeros(0, dtype=INSTR)
         return blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
+
+    def take(self) -> np.ndarray:
+        """The stream so far as one ``INSTR`` array, leaving the builder empty."""
+        out = self.array()
+        self.rows, self.packed, self.packed_count = [], [], 0
+        return out
 
     def _pack_rows(self) -> np.ndarray:
         packed = _compiled.pack(self.rows) if _compiled is not None else None
