@@ -31,8 +31,7 @@ from typing import Any
 
 import pypto
 from pypto.db import Record, TargetInfo, WorkloadInfo, lookup, open_store
-from pypto.db.records import workload_from_spec
-from pypto.ir.workload import Workload
+from pypto.ir.workload import Workload, workload_from_json
 from pypto.schedule_space import Schedule, space_for
 from pypto.sim import MODEL_VERSION
 from pypto.targets import load_target
@@ -69,7 +68,7 @@ def matmul_workload(template: dict[str, Any], m: int, k: int, n: int) -> Workloa
     spec["nodes"][0]["shape"], spec["nodes"][0]["attrs"]["strides"] = [m, k], [k, 1]
     spec["nodes"][1]["shape"], spec["nodes"][1]["attrs"]["strides"] = [k, n], [n, 1]
     spec["nodes"][2]["shape"], spec["attrs"]["space"] = [m, n], [m, n]
-    return workload_from_spec(spec)
+    return workload_from_json(spec)
 
 
 def fill(url: str, records: int, probe: Workload, template: dict[str, Any],

@@ -30,7 +30,6 @@ from pypto.errors import (
     UnsupportedError,
 )
 from pypto.frontend.context import Context
-from pypto.frontend.dtypes import float16, float32, int8, int32
 from pypto.frontend.kernel import Kernel, kernel, spec
 from pypto.frontend.ops import (
     abs,
@@ -65,6 +64,7 @@ from pypto.frontend.ops import (
     transpose,
 )
 from pypto.frontend.tensor import Tensor, full, ones, rand, tensor, zeros
+from pypto.ir.dtypes import float16, float32, int8, int32
 from pypto.report.profiler import Profiler
 
 __version__ = "0.1.0"

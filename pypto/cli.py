@@ -59,7 +59,7 @@ def _capture_calls(file: Path, kernels: list[str] | None, target: str | None):  
                        f"{', '.join(names)}")
     if target is not None:
         from pypto.frontend.compiled import compile_graph
-        from pypto.frontend.kernel import FusePolicy
+        from pypto.ir.fusion import FusePolicy
         from pypto.targets import load_target
 
         tgt = load_target(target)

@@ -26,7 +26,7 @@ from pypto.codegen.isa import (
 )
 from pypto.codegen.program import COPY_PIPE, Operand, Program, StreamBuilder, Symbol
 from pypto.errors import AsmError
-from pypto.frontend.dtypes import ALL, float16, float32
+from pypto.ir.dtypes import ALL, float16, float32
 
 EXAMPLE = """\
 .program NAME target=TARGETNAME

@@ -24,7 +24,7 @@ from pypto.codegen.isa import BINARY, F_TRANSPOSE, INSTR, REDUCE, SCALAR_IMM, UN
 from pypto.codegen.program import COPY_PIPE, Operand, Program, StreamBuilder, Symbol
 from pypto.codegen.sync import insert_sync
 from pypto.errors import SimError
-from pypto.frontend.dtypes import float16, float32, int8, int32
+from pypto.ir.dtypes import float16, float32, int8, int32
 from pypto.sim import check, fast, reference, timing
 from pypto.sim.hazards import find_hazards
 from pypto.sim.result import TRACE, SimResult

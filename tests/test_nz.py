@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 import pypto
 from pypto.errors import LayoutError
-from pypto.frontend.dtypes import BY_NAME
-from pypto.frontend.layouts import from_nz, nz_shape, to_nz
+from pypto.ir.dtypes import BY_NAME
+from pypto.ir.layouts import from_nz, nz_shape, to_nz
 from pypto.schedule_space import default_schedule, space_for, validate
 from pypto.targets import available_targets, load_target
 from tests.strategies import assert_close, random_schedule, run_both

@@ -12,7 +12,7 @@ import pytest
 import pypto
 from pypto.codegen.isa import Mem, Op, Pipe
 from pypto.codegen.program import Operand, Program, StreamBuilder, Symbol
-from pypto.frontend.dtypes import float16, float32
+from pypto.ir.dtypes import float16, float32
 from pypto.sim import fast, reference
 from pypto.sim.roofline import workload_bound
 from pypto.targets import load_target

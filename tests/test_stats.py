@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from pypto.codegen.isa import INSTR, Mem, Op, Pipe
 from pypto.codegen.program import Operand, StreamBuilder
-from pypto.frontend.dtypes import float16, float32, int8
+from pypto.ir.dtypes import float16, float32, int8
 from pypto.sim import stats
 
 # Every field the statistics read, with the values an instruction may hold; the other

@@ -25,7 +25,7 @@ from pypto.codegen import sync
 from pypto.codegen.isa import F_ACCUMULATE, INSTR, Mem, Op, Pipe
 from pypto.codegen.program import Operand, StreamBuilder, emit_reference
 from pypto.errors import PyptoError
-from pypto.frontend.dtypes import float16, float32, int8, int32
+from pypto.ir.dtypes import float16, float32, int8, int32
 from pypto.targets import available_targets, load_target
 from tests.strategies import dims, random_schedule
 

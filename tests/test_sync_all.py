@@ -17,7 +17,7 @@ from pypto.codegen.asm import parse, print_program
 from pypto.codegen.isa import F_ATOMIC, Mem, Op, Pipe
 from pypto.codegen.program import Operand, Program, StreamBuilder, Symbol
 from pypto.errors import SimError
-from pypto.frontend.dtypes import float16, float32
+from pypto.ir.dtypes import float16, float32
 from pypto.schedule_space import default_schedule
 from pypto.sim import fast, reference
 from pypto.sim.check import check_program

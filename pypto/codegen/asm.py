@@ -25,7 +25,7 @@ from pypto.codegen import isa
 from pypto.codegen.isa import INSTR, OPERANDS, Mem, Op, Pipe
 from pypto.codegen.program import COPY_PIPE, Program, Symbol, pipe_of
 from pypto.errors import AsmError
-from pypto.frontend.dtypes import BY_CODE, BY_NAME, BY_SUFFIX
+from pypto.ir.dtypes import BY_CODE, BY_NAME, BY_SUFFIX
 
 _E = TypeVar("_E", bound=IntEnum)
 _NO_DTYPE = frozenset({Op.SET_FLAG, Op.WAIT_FLAG, Op.BARRIER, Op.SYNC_ALL, Op.NOP})

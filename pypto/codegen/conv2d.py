@@ -27,7 +27,7 @@ from pypto.codegen.pipeline import software_pipeline
 from pypto.codegen.place import Arenas, Slots
 from pypto.codegen.program import Operand, StreamBuilder
 from pypto.codegen.vector_chain import ChainEmitter, Tile
-from pypto.frontend.dtypes import BY_NAME
+from pypto.ir.dtypes import BY_NAME
 from pypto.ir.workload import Workload
 from pypto.schedule_space.conv2d import (
     ConvShape,

@@ -17,8 +17,8 @@ from pypto.codegen import conv2d, matmul, vector
 from pypto.codegen.program import Program, StreamBuilder, Symbol
 from pypto.codegen.sync import insert_sync
 from pypto.errors import ScheduleError, UnsupportedError
-from pypto.frontend.dtypes import BY_NAME
-from pypto.frontend.layouts import nz_shape
+from pypto.ir.dtypes import BY_NAME
+from pypto.ir.layouts import nz_shape
 from pypto.ir.workload import TensorSpec, Workload
 from pypto.schedule_space import input_layouts, validate
 from pypto.schedule_space.schedule import Schedule

@@ -24,8 +24,8 @@ from pypto.codegen.pipeline import software_pipeline
 from pypto.codegen.place import Arenas, Slots
 from pypto.codegen.program import Operand, StreamBuilder
 from pypto.codegen.vector_chain import ChainEmitter, Tile
-from pypto.frontend.dtypes import BY_NAME
-from pypto.frontend.layouts import nz_shape
+from pypto.ir.dtypes import BY_NAME
+from pypto.ir.layouts import nz_shape
 from pypto.ir.workload import Workload
 from pypto.schedule_space import input_layouts
 from pypto.schedule_space.matmul import (

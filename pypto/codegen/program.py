@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pypto.codegen.isa import INSTR, OPERANDS, Mem, Op, Pipe
-from pypto.frontend.dtypes import DType
+from pypto.ir.dtypes import DType
 
 # The pipe a COPY runs on, from its (source, destination) memories (the ISA fixes it).
 COPY_PIPE: dict[tuple[Mem, Mem], Pipe] = {

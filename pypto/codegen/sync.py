@@ -14,7 +14,7 @@ Example:
     >>> import numpy as np
     >>> from pypto.codegen.isa import INSTR, Mem, Op
     >>> from pypto.codegen.program import Operand, StreamBuilder
-    >>> from pypto.frontend.dtypes import float16
+    >>> from pypto.ir.dtypes import float16
     >>> b = StreamBuilder()
     >>> _ = b.emit(Op.COPY, Operand(Mem.L1, 0, 16, 16, 16), Operand(Mem.GM, 0, 16, 16, 16, gm=0),
     ...            dtype=float16)

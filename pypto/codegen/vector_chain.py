@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pypto.codegen.isa import Mem, Op
 from pypto.codegen.place import Arena, Slots, broadcast_strides, row_runs
 from pypto.codegen.program import Operand, StreamBuilder
-from pypto.frontend.dtypes import BY_NAME, DType
+from pypto.ir.dtypes import BY_NAME, DType
 from pypto.ir.workload import Workload
 from pypto.schedule_space.vector import Chain, ChainValue, pitch, value_bytes
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pypto.ir.workload import TensorSpec, WNode, Workload
+from pypto.ir.workload import Workload, workload_from_json
 from pypto.schedule_space.schedule import Schedule
 from pypto.sim import MODEL_VERSION
 
@@ -58,14 +58,14 @@ class WorkloadInfo:
         Raises:
             ValueError: the spec is not a workload, or does not hash to ``key``.
         """
-        wl = workload_from_spec(spec)
+        wl = workload_from_json(spec)
         if key is not None and wl.key != key:
             raise ValueError(f"workload key {key[:12]}... does not match its spec (which hashes "
                              f"to {wl.key[:12]}...)")
         return WorkloadInfo.of(wl)
 
     def workload(self) -> Workload:
-        return workload_from_spec(self.spec)
+        return workload_from_json(self.spec)
 
     def describe(self) -> str:
         return self.workload().describe()
@@ -328,40 +328,6 @@ def log_distances(query: Sequence[int], candidates: Any) -> list[float]:
         for i, d in zip(same, np.sqrt(((c - q) ** 2).sum(axis=1)).tolist()):
             out[i] = d
     return out
-
-
-def workload_from_spec(spec: str | dict[str, Any]) -> Workload:
-    """The ``Workload`` whose ``to_json()`` is ``spec`` (the inverse of canonical JSON).
-
-    Raises:
-        ValueError: ``spec`` is not the JSON of a workload.
-    """
-    try:
-        data = json.loads(spec) if isinstance(spec, str) else spec
-        inputs = tuple(TensorSpec(tuple(int(d) for d in i["shape"]), str(i["dtype"]),
-                                  str(i["layout"]), bool(i.get("const", False)))
-                       for i in data["inputs"])
-        nodes = tuple(WNode(str(n["op"]), tuple(int(a) for a in n["args"]), _attrs(n["attrs"]),
-                            tuple(int(d) for d in n["shape"]), str(n["dtype"]))
-                      for n in data["nodes"])
-        return Workload(str(data["family"]), inputs, nodes,
-                        tuple(int(o) for o in data["outputs"]), _attrs(data["attrs"]))
-    except (ValueError, TypeError, KeyError, AttributeError) as e:
-        raise ValueError(f"not a workload spec ({type(e).__name__}: {e})") from None
-
-
-def _attrs(d: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    return tuple((str(k), _uncanon(v)) for k, v in sorted(d.items()))
-
-
-def _uncanon(value: Any) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {"float"}:
-            return float.fromhex(value["float"])
-        raise ValueError(f"attribute value {value!r} is not canonical")
-    if isinstance(value, list):
-        return tuple(_uncanon(v) for v in value)
-    return value
 
 
 def sha256(text: str) -> str:

@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pypto.errors import KernelError, ScheduleError
-from pypto.frontend import dtypes
-from pypto.frontend.layouts import to_nz
 from pypto.frontend.tensor import Tensor
+from pypto.ir import dtypes
 from pypto.ir.graph import Graph
+from pypto.ir.layouts import to_nz
 from pypto.ir.partition import Plan, partition
 
 if TYPE_CHECKING:
     from pypto.codegen.program import Program
-    from pypto.frontend.kernel import FusePolicy
+    from pypto.ir.fusion import FusePolicy
     from pypto.ir.workload import Workload
     from pypto.schedule_space import Schedule
     from pypto.sim.result import SimResult

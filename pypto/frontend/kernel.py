@@ -4,27 +4,24 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pypto.errors import KernelError, PyptoError
-from pypto.frontend import dtypes
 from pypto.frontend.context import current_context
-from pypto.frontend.dtypes import DType
-from pypto.frontend.layouts import check_layout
 from pypto.frontend.tensor import Tensor
+from pypto.ir import dtypes
+from pypto.ir.dtypes import DType
+from pypto.ir.fusion import FusePolicy
 from pypto.ir.graph import Graph
+from pypto.ir.layouts import check_layout
 
 if TYPE_CHECKING:
     from pypto.frontend.compiled import Compiled
     from pypto.targets import Target
-
-# Op families a fuse= pattern may name, with their aliases.
-_FUSE_NAMES = {"conv": "conv2d", "conv2d": "conv2d", "matmul": "matmul", "gemm": "matmul"}
-
 
 @dataclass(frozen=True)
 class Spec:
@@ -41,38 +38,6 @@ def spec(shape: Sequence[int], dtype: Any, layout: str | None = None) -> Spec:
 
     shp = _shape_arg(shape)
     return Spec(shp, dtypes.as_dtype(dtype), check_layout(layout, len(shp)))
-
-
-@dataclass(frozen=True)
-class FusePolicy:
-    """Which producer ops may take elementwise tails (``None``: all; empty: none)."""
-
-    epilogue_producers: frozenset[str] | None = None
-    vector_chains: bool = True
-
-    @staticmethod
-    def from_option(fuse: Any) -> FusePolicy:
-        if fuse is None or fuse is True:
-            return FusePolicy()
-        if fuse is False:
-            return FusePolicy(frozenset(), vector_chains=False)
-        if not isinstance(fuse, Mapping):
-            raise KernelError(f"fuse= must be a dict like {{'conv': 'relu'}}, True or False; "
-                              f"got {fuse!r}")
-        producers = set()
-        for producer, consumer in fuse.items():
-            if producer not in _FUSE_NAMES:
-                raise KernelError(f"fuse={fuse!r}: unknown producer {producer!r}; use one of "
-                                  f"{', '.join(sorted(_FUSE_NAMES))}")
-            consumers = consumer if isinstance(consumer, (list, tuple)) else [consumer]
-            from pypto.ir.graph import ELEMENTWISE
-
-            for c in consumers:
-                if c not in ELEMENTWISE:
-                    raise KernelError(f"fuse={fuse!r}: {c!r} cannot be fused as an epilogue; "
-                                      f"use elementwise ops such as relu, add, gelu")
-            producers.add(_FUSE_NAMES[producer])
-        return FusePolicy(frozenset(producers))
 
 
 class Kernel:

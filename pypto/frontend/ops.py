@@ -12,10 +12,9 @@ from typing import Any
 import numpy as np
 
 from pypto.errors import DTypeError, KernelError, ShapeError, UnsupportedError
-from pypto.frontend import dtypes
-from pypto.frontend.dtypes import DType
 from pypto.frontend.tensor import Tensor
-from pypto.ir import infer
+from pypto.ir import dtypes, infer
+from pypto.ir.dtypes import DType
 from pypto.ir.numerics import FLOAT_ONLY
 
 Scalar = (int, float, np.integer, np.floating)

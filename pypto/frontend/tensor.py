@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pypto.errors import DTypeError, KernelError, ShapeError, UnsupportedError
-from pypto.frontend import dtypes
-from pypto.frontend.dtypes import DType
-from pypto.frontend.layouts import check_layout
+from pypto.ir import dtypes
+from pypto.ir.dtypes import DType
+from pypto.ir.layouts import check_layout
 
 if TYPE_CHECKING:
     from pypto.ir.graph import Graph

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from pypto.frontend.dtypes import DType
+from pypto.ir.dtypes import DType
 
 # Node kinds, by op name.
 VIEW_OPS = frozenset({"transpose", "reshape", "slice", "broadcast_to"})

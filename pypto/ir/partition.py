@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pypto.errors import LayoutError, UnsupportedError
-from pypto.frontend.kernel import FusePolicy
+from pypto.ir.fusion import FusePolicy
 from pypto.ir.graph import ELEMENTWISE, REDUCTIONS, VIEW_OPS, Graph, Node
 from pypto.ir.views import View, contiguous_strides
 from pypto.ir.workload import TensorSpec, WNode, Workload

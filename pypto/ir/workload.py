@@ -103,6 +103,11 @@ class Workload:
                       if sizes or k not in ("space",)},
         }
 
+    @staticmethod
+    def from_json(spec: str | dict[str, Any]) -> Workload:
+        """The workload whose ``to_json()`` is ``spec`` (see ``workload_from_json``)."""
+        return workload_from_json(spec)
+
     def canonical_json(self, *, sizes: bool = True) -> str:
         return json.dumps(self.to_json(sizes=sizes), sort_keys=True, separators=(",", ":"))
 
@@ -162,3 +167,37 @@ class Workload:
 
     def __repr__(self) -> str:
         return f"Workload<{self.describe()} key={self.key[:12]}>"
+
+
+def workload_from_json(spec: str | dict[str, Any]) -> Workload:
+    """The ``Workload`` whose ``to_json()`` is ``spec`` (the inverse of canonical JSON).
+
+    Raises:
+        ValueError: ``spec`` is not the JSON of a workload.
+    """
+    try:
+        data = json.loads(spec) if isinstance(spec, str) else spec
+        inputs = tuple(TensorSpec(tuple(int(d) for d in i["shape"]), str(i["dtype"]),
+                                  str(i["layout"]), bool(i.get("const", False)))
+                       for i in data["inputs"])
+        nodes = tuple(WNode(str(n["op"]), tuple(int(a) for a in n["args"]), _attrs(n["attrs"]),
+                            tuple(int(d) for d in n["shape"]), str(n["dtype"]))
+                      for n in data["nodes"])
+        return Workload(str(data["family"]), inputs, nodes,
+                        tuple(int(o) for o in data["outputs"]), _attrs(data["attrs"]))
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise ValueError(f"not a workload spec ({type(e).__name__}: {e})") from None
+
+
+def _attrs(d: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple((str(k), _uncanon(v)) for k, v in sorted(d.items()))
+
+
+def _uncanon(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"float"}:
+            return float.fromhex(value["float"])
+        raise ValueError(f"attribute value {value!r} is not canonical")
+    if isinstance(value, list):
+        return tuple(_uncanon(v) for v in value)
+    return value

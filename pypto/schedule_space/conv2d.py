@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pypto.frontend.dtypes import BY_NAME
+from pypto.ir.dtypes import BY_NAME
 from pypto.ir.workload import Workload
 from pypto.schedule_space import vector
 from pypto.schedule_space.cube import memory_constraints

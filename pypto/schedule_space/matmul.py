@@ -18,8 +18,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pypto.frontend.dtypes import BY_NAME
-from pypto.frontend.layouts import nz_c0
+from pypto.ir.dtypes import BY_NAME
+from pypto.ir.layouts import nz_c0
 from pypto.ir.workload import Workload
 from pypto.schedule_space import vector
 from pypto.schedule_space.cube import memory_constraints

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pypto.frontend.dtypes import BY_NAME
+from pypto.ir.dtypes import BY_NAME
 from pypto.ir.workload import Workload
 from pypto.schedule_space.schedule import Schedule
 from pypto.schedule_space.space import Axis, Constraint, Space

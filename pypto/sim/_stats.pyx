@@ -12,10 +12,10 @@ import numpy as np
 cdef enum:
     NUM_PIPES = 7   # pypto.codegen.isa.Pipe
     NUM_MEMS = 10   # pypto.codegen.isa.Mem
-    NUM_DTYPES = 4  # pypto.frontend.dtypes codes
+    NUM_DTYPES = 4  # pypto.ir.dtypes codes
     OP_COPY = 1     # pypto.codegen.isa.Op.COPY
 
-# Element size in bytes by dtype code (pypto.frontend.dtypes: f16, f32, s8, s32).
+# Element size in bytes by dtype code (pypto.ir.dtypes: f16, f32, s8, s32).
 cdef int64_t[NUM_DTYPES] ITEMSIZE = [2, 4, 1, 4]
 
 

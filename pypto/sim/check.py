@@ -14,7 +14,7 @@ import numpy as np
 from pypto.codegen.isa import F_ATOMIC, OPERANDS, Mem, Op
 from pypto.codegen.program import Program
 from pypto.errors import SimError
-from pypto.frontend.dtypes import BY_CODE
+from pypto.ir.dtypes import BY_CODE
 from pypto.targets import Target
 
 _ITEMSIZE = np.zeros(256, dtype=np.int64)

@@ -31,8 +31,8 @@ from pypto.codegen.isa import (
 )
 from pypto.codegen.program import Program
 from pypto.errors import SimError
-from pypto.frontend.dtypes import BY_CODE
 from pypto.ir import numerics
+from pypto.ir.dtypes import BY_CODE
 from pypto.targets import Target
 
 _F = {name: i for i, name in enumerate(INSTR.names)}

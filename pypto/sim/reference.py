@@ -56,7 +56,7 @@ import numpy as np
 from pypto.codegen.isa import INSTR, REDUCE, VECTOR, Mem, Op, Pipe
 from pypto.codegen.program import Program
 from pypto.errors import SimError
-from pypto.frontend.dtypes import BY_CODE
+from pypto.ir.dtypes import BY_CODE
 from pypto.sim.result import TRACE, SimResult
 from pypto.targets import Target
 

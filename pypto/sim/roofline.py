@@ -12,7 +12,7 @@ import math
 
 from pypto.codegen.isa import REDUCE, VECTOR, Op
 from pypto.codegen.program import Program
-from pypto.frontend.dtypes import BY_CODE, BY_NAME
+from pypto.ir.dtypes import BY_CODE, BY_NAME
 from pypto.ir.workload import Workload
 from pypto.targets import Target
 

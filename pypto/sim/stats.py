@@ -7,7 +7,7 @@ once). Setting ``PYPTO_SIM=ref`` in the environment forces the fallback.
 Example:
     >>> from pypto.codegen.isa import Mem, Op, Pipe
     >>> from pypto.codegen.program import Operand, StreamBuilder
-    >>> from pypto.frontend.dtypes import float16
+    >>> from pypto.ir.dtypes import float16
     >>> stream = StreamBuilder()
     >>> dst, src = Operand(Mem.L1, 0, 16, 16, 16), Operand(Mem.GM, 0, 16, 16, 16, gm=0)
     >>> _ = stream.emit(Op.COPY, dst, src, dtype=float16)
@@ -28,7 +28,7 @@ from types import ModuleType
 import numpy as np
 
 from pypto.codegen.isa import INSTR, Mem, Op, Pipe
-from pypto.frontend.dtypes import BY_CODE
+from pypto.ir.dtypes import BY_CODE
 
 NUM_PIPES = len(Pipe)
 NUM_MEMS = len(Mem)
