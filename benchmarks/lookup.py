@@ -44,7 +44,7 @@ COLD_CALLS = 300
 NEW_PROCESS = """
 import sys, time, warnings
 import pypto
-from pypto.db import lookup
+from pypto.compile import resolver as lookup
 from pypto.ir.partition import partition
 from pypto.targets import load_target
 warnings.simplefilter("ignore")

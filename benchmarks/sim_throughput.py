@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import pypto
 from pypto.codegen.program import Program
-from pypto.frontend.compiled import Compiled
+from pypto.compile.compiled import Compiled
 from pypto.schedule_space import default_schedule
 from pypto.sim import MODEL_VERSION, fast, reference
 from pypto.sim.roofline import workload_bound

@@ -66,11 +66,10 @@ from pypto.frontend.ops import (
 from pypto.frontend.tensor import Tensor, full, ones, rand, tensor, zeros
 from pypto.ir.dtypes import float16, float32, int8, int32
 from pypto.report.profiler import Profiler
-
-__version__ = "0.1.0"
+from pypto.version import __version__
 
 __all__ = [
-    "AsmError", "Context", "DatabaseError", "DeviceError", "LogFormatError",
+    "AsmError", "Context", "__version__", "DatabaseError", "DeviceError", "LogFormatError",
     "ScheduleFallbackWarning", "DTypeError", "Kernel", "KernelError", "LayoutError",
     "Profiler", "PyptoError",
     "ScheduleError", "ShapeError", "SimError", "TargetError", "Tensor", "UnsupportedError",

@@ -58,13 +58,10 @@ def _capture_calls(file: Path, kernels: list[str] | None, target: str | None):  
             raise fail(f"no kernel named {', '.join(kernels)} ran; kernels that ran: "
                        f"{', '.join(names)}")
     if target is not None:
-        from pypto.frontend.compiled import compile_graph
-        from pypto.ir.fusion import FusePolicy
         from pypto.targets import load_target
 
         tgt = load_target(target)
-        calls = [compile_graph(c.graph, c.structure, tgt, fuse=FusePolicy(), schedule=None,
-                               kernel_name=c.name) for c in calls]
+        calls = [c.retarget(tgt) for c in calls]  # the kernel's own options are kept
     return calls
 
 

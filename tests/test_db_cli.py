@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 import pypto
 from pypto.cli import app
-from pypto.db import Record, lookup, open_store
+from pypto.compile import resolver as lookup
+from pypto.db import Record, open_store
 from pypto.db.models import SCHEMA_REVISION
 from pypto.sim import MODEL_VERSION
 

@@ -16,10 +16,12 @@ import numpy as np
 import pytest
 
 import pypto
-from pypto.db import Record, lookup, open_store
-from pypto.db.lookup import adapt
+from pypto.compile import resolver as lookup
+from pypto.db import Record, open_store
+from pypto.db.logs import sync_tuning_logs
 from pypto.errors import ScheduleFallbackWarning
 from pypto.schedule_space import Schedule, space_for, validate
+from pypto.schedule_space.adapt import adapt
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,7 +44,7 @@ def specs(m: int, k: int, n: int) -> tuple[object, object]:
     return pypto.spec((m, k), "float16"), pypto.spec((k, n), "float16")
 
 
-def measure(compiled: pypto.frontend.compiled.Compiled, schedules: list[Schedule]) -> list[Record]:
+def measure(compiled: pypto.compile.compiled.Compiled, schedules: list[Schedule]) -> list[Record]:
     wl, target = compiled.workloads[0], compiled.target
     return [Record.measured(wl, target, s, cycles=compiled.with_schedule(0, s).simulate().cycles)
             for s in schedules]
@@ -268,10 +270,10 @@ def test_tuning_logs_next_to_the_default_database_are_imported_on_first_use(tmp_
         assert store.get_meta("imported:gemm.jsonl") is not None
         assert len(store.records()) == 2
         # the same file again is not re-read; a changed file is
-        assert lookup.sync_tuning_logs(store, db.parent) == []
+        assert sync_tuning_logs(store, db.parent) == []
         log = db.parent / "gemm.jsonl"
         log.write_text(log.read_text() + "\n")
-        [report] = lookup.sync_tuning_logs(store, db.parent)
+        [report] = sync_tuning_logs(store, db.parent)
         assert report.added == 0 and report.present == 2
 
 

@@ -89,7 +89,7 @@ def pg_url() -> object:
     try:
         yield url.render_as_string(hide_password=False)
     finally:
-        from pypto.db import lookup
+        from pypto.compile import resolver as lookup
 
         lookup.reset()
         with admin.begin() as conn:

@@ -49,7 +49,7 @@ def _records(url: str) -> list:  # type: ignore[type-arg]
 
 def _compile_small_gemm(url: str, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     import pypto
-    from pypto.db import lookup
+    from pypto.compile import resolver as lookup
 
     monkeypatch.setenv("PYPTO_DB", url)
     lookup.reset()
@@ -113,7 +113,7 @@ def test_tune_gemm_example_then_compile_is_tuned(tmp_path: Path,
     assert "Tuning results" in r.output and "gemm[0]" in r.output
     assert len(_records(url)) == 3
     import pypto
-    from pypto.db import lookup
+    from pypto.compile import resolver as lookup
 
     monkeypatch.setenv("PYPTO_DB", url)
     lookup.reset()

@@ -3,7 +3,7 @@
 ``open_store(url)`` gives a ``ScheduleStore`` (SQLite or PostgreSQL through SQLAlchemy,
 which loads only then). ``url`` defaults to ``$PYPTO_DB``, else
 ``sqlite:///tuning_logs/pypto.db`` under the working directory. See ``pypto.db.store``
-for the interface, ``pypto.db.lookup`` for the compile-time chain and
+for the interface, ``pypto.compile.resolver`` for the compile-time chain over it and
 ``pypto.db.jsonl`` for the shareable JSON-lines logs.
 
 Example:

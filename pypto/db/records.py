@@ -30,7 +30,7 @@ RUN_STATUSES = ("running", "done", "failed", "interrupted")
 
 
 def pypto_version() -> str:
-    from pypto import __version__
+    from pypto.version import __version__
 
     return __version__
 

@@ -53,7 +53,7 @@ from pypto.db.records import (
     WorkerInfo,
     WorkloadInfo,
 )
-from pypto.db.store import ScheduleStore
+from pypto.db.store import ScheduleStore, note_records_written
 from pypto.errors import DatabaseError
 from pypto.schedule_space.schedule import Schedule
 from pypto.sim import MODEL_VERSION
@@ -476,9 +476,7 @@ class SQLStore(ScheduleStore):
 
 
 def _records_changed() -> None:
-    from pypto.db.lookup import clear_cache
-
-    clear_cache()
+    note_records_written()
 
 
 def _after_fork() -> None:

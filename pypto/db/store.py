@@ -37,6 +37,21 @@ if TYPE_CHECKING:
     from pypto.targets import Target
 
 
+_records_written = 0
+
+
+def note_records_written() -> None:
+    """Count a write of records by any store of this process (see ``write_epoch``)."""
+    global _records_written
+    _records_written += 1
+
+
+def write_epoch() -> int:
+    """How many times stores of this process have written records: a cache of lookups
+    made over a store is valid while this number stays the same."""
+    return _records_written
+
+
 class ScheduleStore(abc.ABC):
     """Measured schedules per (workload, target, timing-model version), plus tuning runs
     and saved cost models.

@@ -10,23 +10,27 @@ from __future__ import annotations
 import contextlib
 import runpy
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pypto.compile import listeners
 from pypto.errors import PyptoError
 
 if TYPE_CHECKING:
-    from pypto.frontend.compiled import Compiled
-
-_local = threading.local()
+    from pypto.compile.compiled import Compiled
 
 
 @dataclass
 class Capture:
+    """A call listener that collects the compiled kernels and keeps them off the device."""
+
     calls: list[Compiled] = field(default_factory=list)
+    runs_on_device = False
+
+    def kernel_called(self, compiled: Compiled) -> None:
+        self.calls.append(compiled)
 
     def unique(self) -> list[Compiled]:
         """Compiled kernels, first call of each (kernel, signature) only."""
@@ -39,18 +43,15 @@ class Capture:
         return out
 
 
-def active() -> Capture | None:
-    return getattr(_local, "capture", None)
-
-
 @contextlib.contextmanager
 def capture() -> Iterator[Capture]:
-    previous = active()
-    _local.capture = Capture()
+    """Collect the kernels called inside the block (run with the NumPy reference)."""
+    collected = Capture()
+    listeners.subscribe(collected)
     try:
-        yield _local.capture
+        yield collected
     finally:
-        _local.capture = previous
+        listeners.unsubscribe(collected)
 
 
 class ScriptError(PyptoError):

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pypto.compile.compiled import CompileOptions, pack_outputs
+from pypto.compile.listeners import listeners
 from pypto.errors import KernelError, PyptoError
 from pypto.frontend.context import current_context
 from pypto.frontend.tensor import Tensor
@@ -20,7 +22,8 @@ from pypto.ir.graph import Graph
 from pypto.ir.layouts import check_layout
 
 if TYPE_CHECKING:
-    from pypto.frontend.compiled import Compiled
+    from pypto.compile.compiled import Compiled
+    from pypto.ir.graph import Node
     from pypto.targets import Target
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ class Kernel:
         self.dynamic_shape = bool(dynamic_shape)
         self.target_name = target
         self.schedule = schedule
+        self.options = CompileOptions(self.fuse, schedule, self.dynamic_shape)
         self._cache: dict[tuple, Compiled] = {}
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
 
@@ -121,11 +125,11 @@ class Kernel:
         key = (self._signature(args), tgt.key)
         compiled = self._cache.get(key)
         if compiled is None:
-            from pypto.frontend.compiled import compile_graph
+            from pypto.compile.driver import compile_graph
 
             graph, structure = self.trace(*args)
-            compiled = compile_graph(graph, structure, tgt, fuse=self.fuse,
-                                     schedule=self.schedule, kernel_name=self.name)
+            compiled = compile_graph(graph, structure, tgt, kernel_name=self.name,
+                                     options=self.options, io=TENSOR_IO)
             self._cache[key] = compiled
         return compiled
 
@@ -142,27 +146,37 @@ class Kernel:
                               f"{self.name}.lower(...) to compile without running")
         ctx = current_context()
         tensors = [a for a in args if isinstance(a, Tensor)]
-        from pypto.frontend.capture import active
-
-        capturing = active()
-        if capturing is not None and ctx.device_type == "npu":
-            compiled = self.lower(*args, target=self.target_name or ctx.target)
-            capturing.calls.append(compiled)
-            return compiled.run_reference(*tensors)
         if ctx.device_type == "cpu":
             graph, structure = self.trace(*args)
             from pypto.ir.reference import evaluate
 
             outs = evaluate(graph, [t.numpy() for t in tensors])
-            from pypto.frontend.compiled import pack_outputs
-
-            return pack_outputs(graph, structure, outs)
+            return pack_outputs(graph, structure, outs, TENSOR_IO)
         compiled = self.lower(*args, target=self.target_name or ctx.target)
-        from pypto.report.profiler import active_profilers
-
-        for profiler in active_profilers():
-            profiler.record(compiled)
+        observers = listeners()
+        # A listener that keeps kernels off the device (capture mode) takes the call
+        # alone: there is no device run for the others (a profiler) to see.
+        off_device = [o for o in observers if not o.runs_on_device]
+        for observer in off_device or observers:
+            observer.kernel_called(compiled)
+        if off_device:
+            return compiled.run_reference(*tensors)
         return compiled(*tensors)
+
+
+class _TensorIO:
+    """PyPTO tensors in and out of a ``Compiled`` (which works on arrays)."""
+
+    def to_array(self, value: Any) -> np.ndarray | None:
+        if isinstance(value, Tensor) and not value.is_symbolic:
+            return value._data
+        return None
+
+    def from_array(self, array: np.ndarray, node: Node) -> Tensor:
+        return Tensor(array.shape, dtypes.as_dtype(node.dtype), node.layout, data=array)
+
+
+TENSOR_IO = _TensorIO()
 
 
 def kernel(fn: Callable[..., Any] | None = None, *, fuse: Any = None, dynamic_shape: bool = False,

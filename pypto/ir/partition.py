@@ -71,9 +71,6 @@ class _Partitioner:
         self.next_id = len(graph.nodes)
 
     # -- views --------------------------------------------------------------------------
-    def view_of(self, node_id: int) -> View:
-        return self.views[node_id]
-
     def resolve_view(self, n: Node) -> View:
         src = self.views[n.inputs[0]]
         if n.op == "transpose":

@@ -11,18 +11,18 @@ Example:
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pypto.compile import listeners
+
 if TYPE_CHECKING:
-    from pypto.frontend.compiled import Compiled
+    from pypto.compile.compiled import Compiled
     from pypto.ir.workload import Workload
     from pypto.schedule_space import Schedule
     from pypto.sim.result import SimResult
 
-_local = threading.local()
 DEFAULT_HTML = "pypto_profile.html"
 
 
@@ -45,24 +45,23 @@ class ProfiledCall:
         return SimResult.combine(self.results)
 
 
-def active_profilers() -> list[Profiler]:
-    return list(getattr(_local, "stack", []))
-
-
 class Profiler:
     """Collects the simulated timing of every kernel call inside its ``with`` block."""
+
+    runs_on_device = True  # a call listener (pypto.compile.listeners) that times each call
 
     def __init__(self) -> None:
         self.calls: list[ProfiledCall] = []
 
     def __enter__(self) -> Profiler:
-        if not hasattr(_local, "stack"):
-            _local.stack = []
-        _local.stack.append(self)
+        listeners.subscribe(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _local.stack.remove(self)
+        listeners.unsubscribe(self)
+
+    def kernel_called(self, compiled: Compiled) -> None:
+        self.record(compiled)
 
     def record(self, compiled: Compiled) -> None:
         results = compiled.simulate_each(trace=True)

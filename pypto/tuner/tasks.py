@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pypto.frontend.compiled import Compiled
+    from pypto.compile.compiled import Compiled
     from pypto.ir.workload import Workload
     from pypto.schedule_space import Space
     from pypto.targets import Target

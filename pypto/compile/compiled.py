@@ -1,28 +1,62 @@
-"""``Compiled``: a kernel lowered for one input signature and target (DESIGN §12)."""
+"""``Compiled``: a kernel lowered for one input signature and target (DESIGN §12).
+
+It works on plain arrays: the frontend hands it a ``TensorIO`` that turns the caller's
+tensors into arrays and the outputs back into tensors, so this layer never needs the
+frontend's ``Tensor``. Lowering and simulation load on first use, so that importing
+``pypto`` stays cheap.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from pypto.errors import KernelError, ScheduleError
-from pypto.frontend.tensor import Tensor
-from pypto.ir import dtypes
-from pypto.ir.graph import Graph
+from pypto.errors import KernelError
+from pypto.ir.fusion import FusePolicy
+from pypto.ir.graph import Graph, Node
 from pypto.ir.layouts import to_nz
-from pypto.ir.partition import Plan, partition
+from pypto.ir.partition import Plan
 
 if TYPE_CHECKING:
     from pypto.codegen.program import Program
-    from pypto.ir.fusion import FusePolicy
     from pypto.ir.workload import Workload
     from pypto.schedule_space import Schedule
     from pypto.sim.result import SimResult
     from pypto.targets import Target
 
 SOURCES = ("explicit", "tuned", "nearest", "model", "default")
+
+
+class TensorIO(Protocol):
+    """How a caller's values become input arrays and output arrays become values."""
+
+    def to_array(self, value: Any) -> np.ndarray | None:
+        """The data of ``value``, or None if it is not a concrete tensor."""
+
+    def from_array(self, array: np.ndarray, node: Node) -> Any:
+        """The value the caller gets for output ``node`` holding ``array``."""
+
+
+class ArrayIO:
+    """Plain NumPy arrays in and out (what the compile driver uses on its own)."""
+
+    def to_array(self, value: Any) -> np.ndarray | None:
+        return value if isinstance(value, np.ndarray) else None
+
+    def from_array(self, array: np.ndarray, node: Node) -> Any:
+        return array
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """A kernel's own options, kept so that a recompile (``retarget``) honours them."""
+
+    fuse: FusePolicy = FusePolicy()
+    schedule: Any = None            # explicit schedule(s), as given to @pypto.kernel
+    dynamic_shape: bool = False
 
 
 class Compiled:
@@ -33,12 +67,15 @@ class Compiled:
     """
 
     def __init__(self, name: str, graph: Graph, structure: Any, target: Target, plan: Plan,
-                 schedules: list[Schedule], sources: list[str], programs: list[Program]) -> None:
+                 schedules: list[Schedule], sources: list[str], programs: list[Program], *,
+                 options: CompileOptions | None = None, io: TensorIO | None = None) -> None:
         self.name, self.graph, self.structure, self.target = name, graph, structure, target
         self.plan = plan
         self.schedules = list(schedules)
         self.sources = list(sources)
         self.programs = list(programs)
+        self.options = options or CompileOptions()
+        self.io: TensorIO = io or ArrayIO()
 
     @property
     def workloads(self) -> list[Workload]:
@@ -59,20 +96,25 @@ class Compiled:
 
     def with_schedule(self, index: int, schedule: Mapping[str, Any]) -> Compiled:
         """A new ``Compiled`` whose workload ``index`` uses ``schedule`` (source explicit)."""
-        from pypto.schedule_space import Schedule
+        from pypto.schedule_space import complete
 
         if not 0 <= index < len(self.programs):
             raise KernelError(f"workload index {index} is out of range: {self.name} has "
                               f"{len(self.programs)} workload(s)")
-        from pypto.schedule_space import complete
-
-        sched = schedule if isinstance(schedule, Schedule) else Schedule(schedule)
-        sched = complete(self.workloads[index], sched)
+        sched = complete(self.workloads[index], as_schedule(schedule))
         schedules, sources, programs = list(self.schedules), list(self.sources), list(self.programs)
         schedules[index], sources[index] = sched, "explicit"
-        programs[index] = _lower_step(self, index, sched)
+        programs[index] = lower_step(self.name, self.graph, self.plan, self.target, index, sched)
         return Compiled(self.name, self.graph, self.structure, self.target, self.plan, schedules,
-                        sources, programs)
+                        sources, programs, options=self.options, io=self.io)
+
+    def retarget(self, target: Target) -> Compiled:
+        """The same kernel (graph and its own options: fusion, explicit schedules)
+        compiled for ``target``, with schedules looked up for that target."""
+        from pypto.compile.driver import compile_graph
+
+        return compile_graph(self.graph, self.structure, target, kernel_name=self.name,
+                             options=self.options, io=self.io)
 
     def simulate_each(self, *, trace: bool = False, hazards: bool = False) -> list[SimResult]:
         """One ``SimResult`` per workload (timing only; no numbers are computed)."""
@@ -102,28 +144,32 @@ class Compiled:
 
         return SimResult.combine(self.simulate_each(trace=trace, hazards=hazards))
 
-    def _check_args(self, tensors: Sequence[Any]) -> None:
-        if len(tensors) != len(self.plan.inputs):
+    def _input_arrays(self, values: Sequence[Any]) -> list[np.ndarray]:
+        if len(values) != len(self.plan.inputs):
             raise KernelError(f"{self.name} was compiled for {len(self.plan.inputs)} tensor "
-                              f"argument(s), got {len(tensors)}")
-        for i, (t, bid) in enumerate(zip(tensors, self.plan.inputs)):
+                              f"argument(s), got {len(values)}")
+        arrays = []
+        for i, (value, bid) in enumerate(zip(values, self.plan.inputs)):
             buf = self.plan.buffers[bid]
-            if not isinstance(t, Tensor) or t.is_symbolic:
+            array = self.io.to_array(value)
+            if array is None:
                 raise KernelError(f"{self.name}: argument {i} must be a concrete PyPTO tensor")
-            if t.shape != buf.shape or t.dtype.name != buf.dtype:
-                raise KernelError(f"{self.name}: argument {i} is {t.dtype.name}{list(t.shape)} but "
-                                  f"this compiled kernel takes {buf.dtype}{list(buf.shape)}; call "
-                                  f"the kernel itself to compile for new shapes")
+            if array.shape != buf.shape or array.dtype.name != buf.dtype:
+                raise KernelError(f"{self.name}: argument {i} is {array.dtype.name}"
+                                  f"{list(array.shape)} but this compiled kernel takes "
+                                  f"{buf.dtype}{list(buf.shape)}; call the kernel itself to "
+                                  "compile for new shapes")
+            arrays.append(array)
+        return arrays
 
-    def __call__(self, *tensors: Tensor) -> Any:
+    def __call__(self, *tensors: Any) -> Any:
         """Run on the simulated NPU; returns the kernel's outputs as tensors."""
         from pypto.schedule_space import input_layouts
         from pypto.sim.executor import execute
 
-        self._check_args(tensors)
         gm: dict[int, np.ndarray] = {}
-        for t, bid in zip(tensors, self.plan.inputs):
-            gm[bid] = np.ascontiguousarray(t._data).reshape(-1)  # type: ignore[union-attr]
+        for array, bid in zip(self._input_arrays(tensors), self.plan.inputs):
+            gm[bid] = np.ascontiguousarray(array).reshape(-1)
         for buf in self.plan.buffers:
             if buf.kind == "const":
                 gm[buf.id] = np.ascontiguousarray(self.graph.consts[buf.node],
@@ -139,29 +185,36 @@ class Compiled:
                 args.append(nz[b] if layout == "NZ" else gm[b])
             execute(program, self.target, args + [gm[b] for b in step.outputs])
         arrays = [gm[bid].reshape(shape).copy() for bid, shape in self.plan.outputs]
-        return pack_outputs(self.graph, self.structure, arrays)
+        return pack_outputs(self.graph, self.structure, arrays, self.io)
 
-    def run_reference(self, *tensors: Tensor) -> Any:
+    def run_reference(self, *tensors: Any) -> Any:
         """Run the same graph with the NumPy reference (the CPU oracle)."""
         from pypto.ir.reference import evaluate
 
-        self._check_args(tensors)
-        outs = evaluate(self.graph, [t.numpy() for t in tensors])
-        return pack_outputs(self.graph, self.structure, outs)
+        outs = evaluate(self.graph, self._input_arrays(tensors))
+        return pack_outputs(self.graph, self.structure, outs, self.io)
 
 
-def pack_outputs(graph: Graph, structure: Any, arrays: list[np.ndarray]) -> Any:
-    tensors = []
+def pack_outputs(graph: Graph, structure: Any, arrays: list[np.ndarray], io: TensorIO) -> Any:
+    """The graph's outputs as the caller's values, in the kernel's output structure."""
+    values = []
     for node_id, arr in zip(graph.outputs, arrays):
         node = graph.nodes[node_id]
         arr = np.array(arr, dtype=node.dtype.np, order="C").reshape(node.shape)
-        tensors.append(Tensor(arr.shape, dtypes.as_dtype(node.dtype), node.layout, data=arr))
+        values.append(io.from_array(arr, node))
     if structure == "single":
-        return tensors[0]
-    return structure(tensors)
+        return values[0]
+    return structure(values)
 
 
-def _buffer_names(graph: Graph, plan: Plan) -> dict[int, str]:
+def as_schedule(schedule: Mapping[str, Any]) -> Schedule:
+    from pypto.schedule_space import Schedule
+
+    return schedule if isinstance(schedule, Schedule) else Schedule(schedule)
+
+
+def buffer_names(plan: Plan) -> dict[int, str]:
+    """GM symbol names of the plan's buffers (outputs ``out0``, ``out1``, ...), unique."""
     names: dict[int, str] = {}
     used: set[str] = set()
     out_ids = {bid: k for k, (bid, _) in reversed(list(enumerate(plan.outputs)))}
@@ -174,64 +227,13 @@ def _buffer_names(graph: Graph, plan: Plan) -> dict[int, str]:
     return names
 
 
-def _lower_step(c: Compiled, index: int, schedule: Schedule) -> Program:
+def lower_step(kernel_name: str, graph: Graph, plan: Plan, target: Target, index: int,
+               schedule: Schedule) -> Program:
+    """The program of workload ``index`` of ``plan`` under ``schedule``."""
     from pypto.codegen.lower import lower
 
-    step = c.plan.steps[index]
-    names = _buffer_names(c.graph, c.plan)
-    return lower(step.workload, schedule, c.target, name=f"{c.name}_{index}",
+    step = plan.steps[index]
+    names = buffer_names(plan)
+    return lower(step.workload, schedule, target, name=f"{kernel_name}_{index}",
                  input_names=[names[b] for b in step.inputs],
                  output_names=[names[b] for b in step.outputs])
-
-
-def _explicit(schedule: Any, count: int, name: str) -> list[Any]:
-    if schedule is None:
-        return [None] * count
-    if isinstance(schedule, Mapping):
-        if count != 1:
-            raise ScheduleError(f"kernel {name!r} has {count} workloads; pass schedule= as a "
-                                "list with one schedule (or None) per workload")
-        return [schedule]
-    if isinstance(schedule, Sequence) and not isinstance(schedule, str):
-        if len(schedule) != count:
-            raise ScheduleError(f"kernel {name!r} has {count} workloads but schedule= has "
-                                f"{len(schedule)} entries")
-        return list(schedule)
-    raise ScheduleError(f"schedule= must be a mapping of knobs or a list of them, got "
-                        f"{type(schedule).__name__}")
-
-
-def _looked_up(wl: Workload, target: Target) -> tuple[Schedule, str]:
-    """The schedule the database chain picks for ``wl`` and its source; never fails because
-    of the database (it warns and falls back)."""
-    from pypto.db.lookup import choose_schedule
-
-    return choose_schedule(wl, target)
-
-
-def compile_graph(graph: Graph, structure: Any, target: Target, *, fuse: FusePolicy,
-                  schedule: Any, kernel_name: str) -> Compiled:
-    """Partition, pick a schedule per workload, and lower each to a program.
-
-    Schedule per workload: the explicit one if given, else the database's lookup chain
-    (tuned, nearest, model, default; see ``pypto.db.lookup``).
-    """
-    from pypto.schedule_space import Schedule
-
-    plan = partition(graph, fuse)
-    explicit = _explicit(schedule, len(plan.steps), kernel_name)
-    schedules, sources = [], []
-    for step, given in zip(plan.steps, explicit):
-        if given is not None:
-            from pypto.schedule_space import complete
-
-            sched = given if isinstance(given, Schedule) else Schedule(given)
-            schedules.append(complete(step.workload, sched))
-            sources.append("explicit")
-        else:
-            sched, source = _looked_up(step.workload, target)
-            schedules.append(sched)
-            sources.append(source)
-    compiled = Compiled(kernel_name, graph, structure, target, plan, schedules, sources, [])
-    compiled.programs = [_lower_step(compiled, i, s) for i, s in enumerate(schedules)]
-    return compiled

@@ -1,0 +1,1 @@
+"""The compile driver: ``Compiled``, ``compile_graph`` and the schedule resolver."""

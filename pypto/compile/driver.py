@@ -1,0 +1,68 @@
+"""``compile_graph``: partition a traced graph, pick a schedule per workload, lower each.
+
+Schedule per workload: the explicit one if the kernel gave it, else the database's
+fallback chain (``pypto.compile.resolver``: tuned, nearest, model, default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pypto.compile.compiled import (
+    Compiled,
+    CompileOptions,
+    TensorIO,
+    as_schedule,
+    lower_step,
+)
+from pypto.errors import ScheduleError
+from pypto.ir.partition import partition
+
+if TYPE_CHECKING:
+    from pypto.ir.graph import Graph
+    from pypto.targets import Target
+
+
+def compile_graph(graph: Graph, structure: Any, target: Target, *, kernel_name: str,
+                  options: CompileOptions | None = None,
+                  io: TensorIO | None = None) -> Compiled:
+    """Partition ``graph`` under the kernel's fusion policy, choose every workload's
+    schedule (explicit, else looked up) and lower each to a program for ``target``."""
+    from pypto.compile.resolver import choose_schedule
+    from pypto.schedule_space import complete
+
+    options = options or CompileOptions()
+    plan = partition(graph, options.fuse)
+    explicit = explicit_schedules(options.schedule, len(plan.steps), kernel_name)
+    schedules, sources = [], []
+    for step, given in zip(plan.steps, explicit):
+        if given is not None:
+            schedules.append(complete(step.workload, as_schedule(given)))
+            sources.append("explicit")
+        else:
+            sched, source = choose_schedule(step.workload, target)
+            schedules.append(sched)
+            sources.append(source)
+    programs = [lower_step(kernel_name, graph, plan, target, i, s)
+                for i, s in enumerate(schedules)]
+    return Compiled(kernel_name, graph, structure, target, plan, schedules, sources, programs,
+                    options=options, io=io)
+
+
+def explicit_schedules(schedule: Any, count: int, name: str) -> list[Any]:
+    """One explicit schedule (or None) per workload, from a kernel's ``schedule=``."""
+    if schedule is None:
+        return [None] * count
+    if isinstance(schedule, Mapping):
+        if count != 1:
+            raise ScheduleError(f"kernel {name!r} has {count} workloads; pass schedule= as a "
+                                "list with one schedule (or None) per workload")
+        return [schedule]
+    if isinstance(schedule, Sequence) and not isinstance(schedule, str):
+        if len(schedule) != count:
+            raise ScheduleError(f"kernel {name!r} has {count} workloads but schedule= has "
+                                f"{len(schedule)} entries")
+        return list(schedule)
+    raise ScheduleError(f"schedule= must be a mapping of knobs or a list of them, got "
+                        f"{type(schedule).__name__}")

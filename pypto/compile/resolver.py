@@ -1,0 +1,229 @@
+"""Which schedule a workload gets when nobody passed one: the fallback chain over a store.
+
+The chain, first hit wins (DESIGN §9):
+
+1. ``tuned``: the best ``ok`` record of (workload, target, current timing-model version),
+   if it validates now;
+2. ``nearest``: the best record of the closest tuned shape of the same family
+   (``log_distance`` over node sizes), adapted to this shape and re-validated
+   (``pypto.schedule_space.adapt``);
+3. ``model``: the cost model's pick among candidates (arrives with the cost model);
+4. ``default``: the documented heuristic.
+
+Anything but ``tuned`` warns once per workload, naming the ``pypto tune`` command. A
+``ScheduleResolver`` walks the chain over the store at one URL; ``CachedResolver`` wraps it
+with a cache of its answers, emptied whenever a store of this process writes records
+(``pypto.db.store.write_epoch``), so a repeated lookup is a dict hit. The database never
+makes a kernel fail: one that cannot be opened gives one warning and the chain goes on
+without it. A read never creates a database; the default one (``tuning_logs/pypto.db``)
+is created on first use only to import the ``tuning_logs/*.jsonl`` logs shipped next to
+it (``pypto.db.logs.sync_tuning_logs``).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pypto.db.location import DEFAULT_DIR, display_url, is_default, resolve_url, sqlite_path
+from pypto.db.logs import log_files, sync_tuning_logs
+from pypto.db.records import Neighbor, workload_sizes
+from pypto.db.store import write_epoch
+from pypto.errors import DatabaseError, PyptoError, ScheduleFallbackWarning
+from pypto.schedule_space import default_schedule
+from pypto.schedule_space.adapt import adapt, valid_as_is
+from pypto.schedule_space.schedule import Schedule
+from pypto.sim import MODEL_VERSION
+
+if TYPE_CHECKING:
+    from pypto.db.store import ScheduleStore
+    from pypto.ir.workload import Workload
+    from pypto.targets import Target
+
+NEAREST_CANDIDATES = 3  # tuned shapes tried, closest first, until one adapts validly
+
+
+class ScheduleResolver:
+    """The fallback chain over the schedule database at ``url`` (opened on first use)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._store: ScheduleStore | None = None
+        self._broken = False          # the store failed once (warned): not used again
+        self._synced = False          # the tuning logs beside it were checked
+        self._warned: set[tuple[str, str]] = set()
+
+    def resolve(self, wl: Workload, target: Target) -> tuple[Schedule, str]:
+        """The schedule for ``wl`` on ``target`` and its source (``tuned``, ``nearest``,
+        ``model`` or ``default``). Never raises because of the database."""
+        store = self.store()
+        if store is not None:
+            try:
+                found = self._from_store(store, wl, target)
+                if found is not None:
+                    return found
+            except DatabaseError as e:
+                self._give_up(e)
+        schedule = default_schedule(wl, target)
+        self._warn(wl, target, "using the default heuristic schedule")
+        return schedule, "default"
+
+    def _from_store(self, store: ScheduleStore, wl: Workload,
+                    target: Target) -> tuple[Schedule, str] | None:
+        record = store.best(wl.key, target.key, MODEL_VERSION)
+        if record is not None:
+            exact = valid_as_is(wl, target, record.schedule)
+            if exact is not None:
+                return exact, "tuned"
+        for neighbor in store.nearest(wl.family_key, target.key, workload_sizes(wl),
+                                      model_version=MODEL_VERSION,
+                                      limit=NEAREST_CANDIDATES, exclude=wl.key):
+            adapted = adapt(wl, target, neighbor.record.schedule)
+            if adapted is not None:
+                self._warn(wl, target, functools.partial(_nearest_note, neighbor))
+                return adapted, "nearest"
+        return None
+
+    def store(self) -> ScheduleStore | None:
+        """The store; None when it cannot be used (warned once) or, for a SQLite file
+        that does not exist, when there is nothing to put in it yet."""
+        if self._broken:
+            return None
+        if self._store is None:
+            path = sqlite_path(self.url)
+            if path is not None and not path.exists() and not (
+                    is_default(self.url) and log_files(path.parent)):
+                return None
+            from pypto.db import open_store
+
+            try:
+                self._store = open_store(self.url)
+            except DatabaseError as e:
+                self._give_up(e)
+                return None
+        if not self._synced and is_default(self.url):
+            self._synced = True
+            try:
+                sync_tuning_logs(self._store, Path(sqlite_path(self.url) or DEFAULT_DIR).parent,
+                                 stacklevel=_user_stacklevel() + 1)
+            except PyptoError as e:
+                self._give_up(e)
+                return None
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def _give_up(self, error: BaseException) -> None:
+        if self._broken:
+            return
+        self._broken = True
+        self._store = None
+        warnings.warn(f"pypto: cannot use the schedule database: {error}. Kernels compile "
+                      "with fallback schedules", ScheduleFallbackWarning,
+                      stacklevel=_user_stacklevel())
+
+    def _warn(self, wl: Workload, target: Target, what: str | Callable[[], str]) -> None:
+        once = (wl.key, target.key)
+        if once in self._warned:
+            return
+        self._warned.add(once)
+        if callable(what):
+            what = what()
+        path = sqlite_path(self.url)
+        where = display_url(self.url) + (
+            " (unusable)" if self._broken else
+            " (none yet)" if path is not None and not path.exists() else "")
+        warnings.warn(f"pypto: no tuned schedule for {wl.describe()} (workload {wl.key[:12]}) "
+                      f"on {target.name} in {where}: {what}. Tune it with "
+                      f"`pypto tune {_script()}`", ScheduleFallbackWarning,
+                      stacklevel=_user_stacklevel())
+
+
+class CachedResolver:
+    """A ``ScheduleResolver`` with its answers cached per (workload, target, timing
+    model) until a store of this process writes records."""
+
+    def __init__(self, resolver: ScheduleResolver) -> None:
+        self.resolver = resolver
+        self._cache: dict[tuple[str, str, str], tuple[Schedule, str]] = {}
+        self._epoch = write_epoch()
+
+    def resolve(self, wl: Workload, target: Target) -> tuple[Schedule, str]:
+        epoch = write_epoch()
+        if epoch != self._epoch:
+            self._cache.clear()
+            self._epoch = epoch
+        key = (wl.key, target.key, MODEL_VERSION)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = self.resolver.resolve(wl, target)
+        return hit
+
+    def clear(self) -> None:
+        self._cache.clear()
+
+
+# One resolver per database URL in this process (a kernel compiles against $PYPTO_DB,
+# which a program, or `pypto tune`, may point elsewhere while it runs).
+_resolvers: dict[str, CachedResolver] = {}
+
+
+def resolver_for(url: str | None = None) -> CachedResolver:
+    """The process's cached resolver for ``url`` (default: ``$PYPTO_DB``, else the
+    default database)."""
+    resolved = resolve_url(url)
+    found = _resolvers.get(resolved)
+    if found is None:
+        found = _resolvers[resolved] = CachedResolver(ScheduleResolver(resolved))
+    return found
+
+
+def choose_schedule(wl: Workload, target: Target) -> tuple[Schedule, str]:
+    """The schedule the database chain picks for ``wl`` on ``target``, and its source."""
+    return resolver_for().resolve(wl, target)
+
+
+def clear_cache() -> None:
+    """Forget cached answers (they are forgotten anyway when records are written)."""
+    for r in _resolvers.values():
+        r.clear()
+
+
+def reset() -> None:
+    """Forget everything: cached answers, open stores, warnings given (for tests)."""
+    for r in _resolvers.values():
+        r.resolver.close()
+    _resolvers.clear()
+
+
+def _nearest_note(neighbor: Neighbor) -> str:
+    return (f"using the schedule tuned for the nearest shape "
+            f"({neighbor.workload.describe()}), adapted")
+
+
+def _script() -> str:
+    """The running script, for the suggested command (``FILE`` when not a script)."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None) or ""
+    if path.endswith(".py") and not path.endswith("__main__.py") and Path(path).is_file():
+        try:
+            return str(Path(path).resolve().relative_to(Path.cwd()))
+        except ValueError:
+            return path
+    return "FILE"
+
+
+def _user_stacklevel() -> int:
+    """The stacklevel of the first frame outside the ``pypto`` package (the user's call)."""
+    package = str(Path(__file__).resolve().parent.parent)
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level

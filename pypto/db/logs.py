@@ -1,0 +1,45 @@
+"""The shareable tuning logs (``tuning_logs/*.jsonl``) and the store they are kept in.
+
+A fresh clone ships logs, not a database: the first compile-time lookup of the default
+database imports the logs it has not seen in this exact content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pypto.errors import ScheduleFallbackWarning
+
+if TYPE_CHECKING:
+    from pypto.db.store import ScheduleStore
+
+
+def sync_tuning_logs(store: ScheduleStore, directory: Path,
+                     stacklevel: int = 2) -> list[Any]:
+    """Import the ``*.jsonl`` logs of ``directory`` that ``store`` has not seen in this
+    exact content (their sha256 is kept in the store's meta table). Bad lines are skipped
+    with a warning. Returns the import reports."""
+    reports = []
+    for path in log_files(directory):
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        meta_key = f"imported:{path.name}"
+        if store.get_meta(meta_key) == digest:
+            continue
+        report = store.import_jsonl(path, skip_bad=True)
+        store.set_meta(meta_key, digest)
+        if report.skipped:
+            warnings.warn(f"pypto: {report.describe()}", ScheduleFallbackWarning,
+                          stacklevel=stacklevel)
+        reports.append(report)
+    return reports
+
+
+def log_files(directory: Path) -> list[Path]:
+    """The ``*.jsonl`` files of ``directory``, sorted (none if it cannot be read)."""
+    try:
+        return sorted(p for p in directory.glob("*.jsonl") if p.is_file())
+    except OSError:
+        return []
