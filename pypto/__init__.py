@@ -22,6 +22,7 @@ from pypto.errors import (
     LayoutError,
     LogFormatError,
     PyptoError,
+    ScalarOverflowError,
     ScheduleError,
     ScheduleFallbackWarning,
     ShapeError,
@@ -71,7 +72,7 @@ from pypto.version import __version__
 __all__ = [
     "AsmError", "Context", "__version__", "DatabaseError", "DeviceError", "LogFormatError",
     "ScheduleFallbackWarning", "DTypeError", "Kernel", "KernelError", "LayoutError",
-    "Profiler", "PyptoError",
+    "Profiler", "PyptoError", "ScalarOverflowError",
     "ScheduleError", "ShapeError", "SimError", "TargetError", "Tensor", "UnsupportedError",
     "abs", "add", "broadcast_to", "cast", "conv2d", "div", "dot", "exp", "float16", "float32",
     "full", "gelu", "int8", "int32", "kernel", "layernorm", "log", "matmul", "max", "maximum",

@@ -16,6 +16,10 @@ class DTypeError(PyptoError, TypeError):
     """A missing or unknown dtype, or an op that does not accept a dtype."""
 
 
+class ScalarOverflowError(DTypeError, OverflowError):
+    """A Python scalar outside the range of an integer tensor's dtype (as NumPy 2)."""
+
+
 class LayoutError(PyptoError, ValueError):
     """An unknown layout, or a layout that does not fit the tensor's rank."""
 

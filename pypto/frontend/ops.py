@@ -11,7 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from pypto.errors import DTypeError, KernelError, ShapeError, UnsupportedError
+from pypto.errors import (
+    DTypeError,
+    KernelError,
+    ScalarOverflowError,
+    ShapeError,
+    UnsupportedError,
+)
 from pypto.frontend.tensor import Tensor
 from pypto.ir import dtypes, infer
 from pypto.ir.dtypes import DType
@@ -140,7 +146,18 @@ def _scalar_op(name: str, x: Tensor, value: Any) -> Tensor:
     value = float(value) if isinstance(value, (float, np.floating)) else int(value)
     if isinstance(value, float) and not x.dtype.is_float:
         x = cast(x, "float32")
+    elif isinstance(value, int) and not x.dtype.is_float:
+        _check_int_scalar(value, x.dtype)
     return _record(name, [x], {"value": float(value)}, x.shape, x.dtype, x.layout)
+
+
+def _check_int_scalar(value: int, dt: DType) -> None:
+    """A Python int must fit an integer tensor's dtype, as NumPy 2 requires."""
+    info = np.iinfo(dt.np)
+    if not info.min <= value <= info.max:
+        raise ScalarOverflowError(f"Python integer {value} is out of bounds for {dt.name} "
+                                  f"({info.min}..{info.max}); cast the tensor first, e.g. "
+                                  "x.astype('int32')")
 
 
 def _binary(name: str, a: Any, b: Any) -> Tensor:
@@ -169,7 +186,10 @@ def _binary(name: str, a: Any, b: Any) -> Tensor:
                 if s == 0:
                     return _record("div", [t, _full_like_const(t, 0.0)], {}, t.shape, t.dtype)
                 return _scalar_op("mul_scalar", t, 1.0 / s)
-            return _scalar_op("mul_scalar", reciprocal(t), s)
+            # scalar / x is a division (a reciprocal rounded to the tensor's dtype first
+            # would overflow: 0.5 / 1e-5 in fp16), of a broadcast one-element constant
+            return _record("div", [_full_like_const(t, float(s)), t], {}, t.shape, t.dtype,
+                           t.layout)
         raise AssertionError(name)
     like = a.dtype if isinstance(a, Tensor) else b.dtype
     a, b = _as_tensor(a, like, name), _as_tensor(b, like, name)
@@ -280,7 +300,11 @@ def _reduce(name: str, x: Tensor, axis: Any, keepdims: bool) -> Tensor:
 
 @op
 def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    """Sum over ``axis`` (an int, a tuple, or ``None`` for all)."""
+    """Sum over ``axis`` (an int, a tuple, or ``None`` for all). A float16 sum
+    accumulates in float32 and rounds once at the end, as NumPy's does."""
+    x = _as_tensor(x, dtypes.float32, "sum")
+    if x.dtype == dtypes.float16:
+        return cast(_reduce("sum", cast(x, "float32"), axis, keepdims), x.dtype)
     return _reduce("sum", x, axis, keepdims)
 
 
@@ -300,10 +324,17 @@ def min(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A0
 def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     """Mean over ``axis`` (integer tensors give float32)."""
     x = _as_tensor(x, dtypes.float32, "mean")
-    if not x.dtype.is_float:
-        x = cast(x, "float32")
+    out = x.dtype if x.dtype.is_float else dtypes.float32
     count = math.prod(x.shape[a] for a in _axes("mean", x, axis)) if x.ndim else 1
-    return _scalar_op("mul_scalar", _reduce("sum", x, axis, keepdims), 1.0 / count)
+    total = _reduce("sum", _statistics_dtype(x), axis, keepdims)
+    return cast(_scalar_op("mul_scalar", total, 1.0 / count), out)
+
+
+def _statistics_dtype(x: Tensor) -> Tensor:
+    """``x`` in the dtype sums and normalization statistics accumulate in: float32 for
+    float16 and integer tensors (as Ascend kernels cast in and out), so a sum that
+    passes float16's range (65504) stays finite."""
+    return x if x.dtype == dtypes.float32 else cast(x, "float32")
 
 
 @op
@@ -316,6 +347,8 @@ def softmax(x: Any, axis: int = -1) -> Tensor:
         perm = [i for i in range(x.ndim) if i != ax] + [ax]
         inverse = [perm.index(i) for i in range(x.ndim)]
         return transpose(softmax(transpose(x, perm), -1), inverse)
+    if x.dtype == dtypes.float16:  # computed in float32, rounded once at the end
+        return cast(softmax(cast(x, "float32"), -1), x.dtype)
     shifted = sub(x, max(x, axis=-1, keepdims=True))
     e = exp(shifted)
     return div(e, sum(e, axis=-1, keepdims=True))
@@ -331,14 +364,16 @@ def layernorm(x: Any, gamma: Any = None, beta: Any = None, eps: float = 1e-5,
     if infer.normalize_axis("layernorm", axis, x.ndim) != x.ndim - 1:
         raise UnsupportedError("layernorm normalizes over the last axis; transpose the "
                                "input so the normalized axis is last")
-    centered = sub(x, mean(x, axis=-1, keepdims=True))
+    out = x.dtype
+    x = _statistics_dtype(x)  # mean and variance in float32 (a float16 outlier of 300
+    centered = sub(x, mean(x, axis=-1, keepdims=True))  # squares past float16's range)
     var = mean(mul(centered, centered), axis=-1, keepdims=True)
     y = mul(centered, rsqrt(add(var, float(eps))))
     if gamma is not None:
         y = mul(y, gamma)
     if beta is not None:
         y = add(y, beta)
-    return y
+    return cast(y, out)
 
 
 # -- matmul and conv ----------------------------------------------------------------------

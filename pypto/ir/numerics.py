@@ -31,7 +31,6 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 UNARY = {
     "copy": lambda x: x,
-    "cast": lambda x: x,
     "relu": lambda x: np.maximum(x, x.dtype.type(0)),
     "exp": np.exp,
     "log": np.log,
@@ -68,9 +67,27 @@ FLOAT_ONLY = frozenset({"exp", "log", "sqrt", "rsqrt", "reciprocal", "gelu", "si
                         "tanh", "div"})
 
 
-def apply_unary(name: str, x: np.ndarray, out_dtype: np.dtype) -> np.ndarray:
+def convert(x: np.ndarray, out_dtype: np.dtype) -> np.ndarray:
+    """``x`` converted to ``out_dtype`` as the NPU's conversion instructions do it: a
+    float becomes an integer by truncation toward zero, saturating at the integer type's
+    range, NaN giving 0 (NumPy's ``astype`` wraps, or gives an arbitrary value); every
+    other conversion is NumPy's (floats round to nearest even, integers wrap)."""
+    out = np.dtype(out_dtype)
+    if x.dtype.kind == "f" and out.kind in "iu":
+        info = np.iinfo(out)
+        with np.errstate(invalid="ignore"):
+            wide = np.nan_to_num(x.astype(np.float64), nan=0.0, posinf=info.max,
+                                 neginf=info.min)
+            return np.clip(np.trunc(wide), info.min, info.max).astype(out)
     with np.errstate(all="ignore"):
-        y = UNARY[name](x.astype(compute_dtype(x.dtype if name != "cast" else out_dtype)))
+        return np.asarray(x).astype(compute_dtype(out)).astype(out)
+
+
+def apply_unary(name: str, x: np.ndarray, out_dtype: np.dtype) -> np.ndarray:
+    if name == "cast":
+        return convert(x, out_dtype)
+    with np.errstate(all="ignore"):
+        y = UNARY[name](x.astype(compute_dtype(x.dtype)))
     return np.asarray(y).astype(out_dtype)
 
 
