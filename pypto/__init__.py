@@ -40,9 +40,14 @@ from pypto.frontend.ops import (
     conv2d,
     div,
     dot,
+    equal,
     exp,
     gelu,
+    greater,
+    greater_equal,
     layernorm,
+    less,
+    less_equal,
     log,
     matmul,
     max,
@@ -52,6 +57,7 @@ from pypto.frontend.ops import (
     minimum,
     mul,
     neg,
+    not_equal,
     reciprocal,
     relu,
     reshape,
@@ -63,9 +69,10 @@ from pypto.frontend.ops import (
     sum,
     tanh,
     transpose,
+    where,
 )
 from pypto.frontend.tensor import Tensor, full, ones, rand, tensor, zeros
-from pypto.ir.dtypes import float16, float32, int8, int32
+from pypto.ir.dtypes import bool_, float16, float32, int8, int32
 from pypto.report.profiler import Profiler
 from pypto.version import __version__
 
@@ -74,7 +81,8 @@ __all__ = [
     "ScheduleFallbackWarning", "DTypeError", "Kernel", "KernelError", "LayoutError",
     "Profiler", "PyptoError", "ScalarOverflowError",
     "ScheduleError", "ShapeError", "SimError", "TargetError", "Tensor", "UnsupportedError",
-    "abs", "add", "broadcast_to", "cast", "conv2d", "div", "dot", "exp", "float16", "float32",
+    "abs", "add", "bool_", "broadcast_to", "equal", "greater", "greater_equal", "less",
+    "less_equal", "not_equal", "where", "cast", "conv2d", "div", "dot", "exp", "float16", "float32",
     "full", "gelu", "int8", "int32", "kernel", "layernorm", "log", "matmul", "max", "maximum",
     "mean", "min", "minimum", "mul", "neg", "ones", "rand", "reciprocal", "relu", "reshape",
     "rsqrt", "sigmoid", "softmax", "spec", "sqrt", "sub", "sum", "tanh", "tensor", "transpose",

@@ -243,6 +243,93 @@ def minimum(a: Any, b: Any) -> Tensor:
     return _binary("minimum", a, b)
 
 
+# -- comparisons and selection ------------------------------------------------------------
+
+def _scalar_dtype(x: Any, like: DType) -> DType:
+    """The dtype a Python scalar takes beside a tensor of ``like`` (NumPy 2's weak
+    scalars: the tensor's dtype, except a float against an integer or bool tensor)."""
+    if isinstance(x, (float, np.floating)) and not like.is_float:
+        return dtypes.float32
+    if like == dtypes.bool_:
+        return dtypes.int32
+    if isinstance(x, (int, np.integer)) and not like.is_float:
+        _check_int_scalar(int(x), like)
+    return like
+
+
+def _as(x: Any, dt: DType, name: str) -> Tensor:
+    """``x`` as a tensor of ``dt``: a scalar becomes a one-element constant made on the
+    host; a tensor is cast when its dtype differs."""
+    if isinstance(x, Scalar):
+        from pypto.frontend.tensor import full
+
+        return full((1,), x, dtype=dt)
+    t = _as_tensor(x, dt, name)
+    return t if t.dtype == dt else cast(t, dt)
+
+
+def _compare(name: str, a: Any, b: Any) -> Tensor:
+    if isinstance(a, Scalar) and isinstance(b, Scalar):
+        raise KernelError(f"{name}: at least one operand must be a PyPTO tensor")
+    ta = a if isinstance(a, Tensor) else None
+    tb = b if isinstance(b, Tensor) else None
+    da = ta.dtype if ta is not None else None
+    db = tb.dtype if tb is not None else None
+    if da is None:
+        da = _scalar_dtype(a, db) if isinstance(a, Scalar) else _as_tensor(a, db, name).dtype
+    if db is None:
+        db = _scalar_dtype(b, da) if isinstance(b, Scalar) else _as_tensor(b, da, name).dtype
+    dt = dtypes.promote(da, db)
+    a, b = _as(a, dt, name), _as(b, dt, name)
+    shape = infer.broadcast(name, a.shape, b.shape)
+    return _record(name, [a, b], {}, shape, dtypes.bool_)
+
+
+def _make_compare(name: str, symbol: str) -> Callable[[Any, Any], Tensor]:
+    def fn(a: Any, b: Any) -> Tensor:
+        return _compare(name, a, b)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"``a {symbol} b`` elementwise, with NumPy broadcasting: a bool tensor."
+    return op(fn)
+
+
+equal = _make_compare("equal", "==")
+not_equal = _make_compare("not_equal", "!=")
+less = _make_compare("less", "<")
+less_equal = _make_compare("less_equal", "<=")
+greater = _make_compare("greater", ">")
+greater_equal = _make_compare("greater_equal", ">=")
+
+
+@op
+def where(condition: Any, x: Any, y: Any) -> Tensor:
+    """``x`` where ``condition`` is true (nonzero), else ``y``; all three broadcast as in
+    NumPy. ``x`` and ``y`` may be Python scalars.
+
+    Example:
+        >>> import numpy as np, pypto
+        >>> a = pypto.tensor(np.array([-1.0, 2.0]), dtype="float32")
+        >>> pypto.where(a > 0, a, 0.0).numpy().tolist()
+        [0.0, 2.0]
+    """
+    cond = _as_tensor(condition, dtypes.bool_, "where")
+    if cond.dtype != dtypes.bool_:
+        cond = not_equal(cond, 0)
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+        dt = dtypes.float32 if isinstance(x, (float, np.floating)) or isinstance(
+            y, (float, np.floating)) else dtypes.int32
+    else:
+        dx = x.dtype if isinstance(x, Tensor) else None
+        dy = y.dtype if isinstance(y, Tensor) else None
+        dx = dx or (_scalar_dtype(x, dy) if isinstance(x, Scalar) else dy)
+        dy = dy or (_scalar_dtype(y, dx) if isinstance(y, Scalar) else dx)
+        dt = dtypes.promote(dx, dy)
+    xt, yt = _as(x, dt, "where"), _as(y, dt, "where")
+    shape = infer.broadcast("where", infer.broadcast("where", cond.shape, xt.shape), yt.shape)
+    return _record("where", [cond, xt, yt], {}, shape, dt)
+
+
 def _make_unary(name: str, doc: str) -> Callable[[Any], Tensor]:
     def fn(x: Any) -> Tensor:
         return _unary(name, x)

@@ -141,6 +141,15 @@ class Tensor:
     def __rmul__(self, o: Any) -> Tensor: return self._bin("mul", o, True)
     def __truediv__(self, o: Any) -> Tensor: return self._bin("div", o)
     def __rtruediv__(self, o: Any) -> Tensor: return self._bin("div", o, True)
+    def __eq__(self, o: Any) -> Tensor: return self._bin("equal", o)  # type: ignore[override]
+    def __ne__(self, o: Any) -> Tensor: return self._bin("not_equal", o)  # type: ignore[override]
+    def __lt__(self, o: Any) -> Tensor: return self._bin("less", o)
+    def __le__(self, o: Any) -> Tensor: return self._bin("less_equal", o)
+    def __gt__(self, o: Any) -> Tensor: return self._bin("greater", o)
+    def __ge__(self, o: Any) -> Tensor: return self._bin("greater_equal", o)
+    # Comparisons are elementwise (as NumPy's), so equality is not identity; a tensor
+    # still hashes by identity, so the runtime may keep tensors in sets and dicts.
+    __hash__ = object.__hash__
     def __matmul__(self, o: Any) -> Tensor: return self._bin("matmul", o)
     def __rmatmul__(self, o: Any) -> Tensor: return self._bin("matmul", o, True)
 

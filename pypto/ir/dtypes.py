@@ -37,15 +37,16 @@ float16 = DType("float16", 0, "F16", True)
 float32 = DType("float32", 1, "F32", True)
 int8 = DType("int8", 2, "S8", False)
 int32 = DType("int32", 3, "S32", False)
+bool_ = DType("bool", 4, "B8", False)  # comparison results, one byte per element
 
-ALL: tuple[DType, ...] = (float16, float32, int8, int32)
+ALL: tuple[DType, ...] = (float16, float32, int8, int32, bool_)
 BY_NAME = {d.name: d for d in ALL}
 BY_CODE = {d.code: d for d in ALL}
 BY_SUFFIX = {d.suffix: d for d in ALL}
 _ALIASES = {"fp16": float16, "half": float16, "f16": float16, "fp32": float32,
-            "float": float32, "f32": float32, "i8": int8, "i32": int32}
+            "float": float32, "f32": float32, "i8": int8, "i32": int32, "bool_": bool_}
 # Promotion order for binary ops; int32 meeting float16 goes to float32 (no precision loss).
-_RANK = {int8: 0, int32: 1, float16: 2, float32: 3}
+_RANK = {bool_: -1, int8: 0, int32: 1, float16: 2, float32: 3}
 
 
 def as_dtype(value: object, *, what: str = "dtype") -> DType:

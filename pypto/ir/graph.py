@@ -15,8 +15,13 @@ ELEMENTWISE_UNARY = frozenset({"copy", "cast", "relu", "exp", "log", "sqrt", "rs
                                "reciprocal", "gelu", "sigmoid", "tanh", "abs", "neg"})
 ELEMENTWISE_BINARY = frozenset({"add", "sub", "mul", "div", "maximum", "minimum"})
 ELEMENTWISE_SCALAR = frozenset({"add_scalar", "mul_scalar", "max_scalar", "min_scalar"})
+# a op b -> bool, and where(cond, x, y)
+COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater",
+                         "greater_equal"})
+SELECT = frozenset({"where"})
 REDUCTIONS = frozenset({"sum", "max", "min"})
-ELEMENTWISE = ELEMENTWISE_UNARY | ELEMENTWISE_BINARY | ELEMENTWISE_SCALAR
+ELEMENTWISE = (ELEMENTWISE_UNARY | ELEMENTWISE_BINARY | ELEMENTWISE_SCALAR | COMPARISONS
+               | SELECT)
 VECTOR_OPS = ELEMENTWISE | REDUCTIONS
 
 

@@ -61,6 +61,15 @@ SCALAR = {
     "min_scalar": np.minimum,
 }
 
+COMPARE = {
+    "equal": np.equal,
+    "not_equal": np.not_equal,
+    "less": np.less,
+    "less_equal": np.less_equal,
+    "greater": np.greater,
+    "greater_equal": np.greater_equal,
+}
+
 REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
 
 FLOAT_ONLY = frozenset({"exp", "log", "sqrt", "rsqrt", "reciprocal", "gelu", "sigmoid",
@@ -95,6 +104,19 @@ def apply_binary(name: str, a: np.ndarray, b: np.ndarray, out_dtype: np.dtype) -
     cd = compute_dtype(out_dtype)
     with np.errstate(all="ignore"):
         return np.asarray(BINARY[name](a.astype(cd), b.astype(cd))).astype(out_dtype)
+
+
+def apply_compare(name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a op b`` elementwise, compared in the operands' compute dtype; bool result."""
+    cd = compute_dtype(np.result_type(a.dtype, b.dtype))
+    with np.errstate(all="ignore"):
+        return np.asarray(COMPARE[name](a.astype(cd), b.astype(cd)))
+
+
+def apply_where(cond: np.ndarray, x: np.ndarray, y: np.ndarray,
+                out_dtype: np.dtype) -> np.ndarray:
+    """``x`` where ``cond`` is nonzero, else ``y`` (both exact: nothing is computed)."""
+    return np.where(cond.astype(bool), x.astype(out_dtype), y.astype(out_dtype))
 
 
 def apply_scalar(name: str, a: np.ndarray, value: float, out_dtype: np.dtype) -> np.ndarray:

@@ -8,6 +8,7 @@ import numpy as np
 from pypto.errors import UnsupportedError
 from pypto.ir import numerics
 from pypto.ir.graph import (
+    COMPARISONS,
     ELEMENTWISE_BINARY,
     ELEMENTWISE_SCALAR,
     ELEMENTWISE_UNARY,
@@ -36,6 +37,10 @@ def _eval(n: Node, graph: Graph, v: dict[int, np.ndarray], inputs: list[np.ndarr
         return numerics.apply_unary(n.op, args[0], dt)
     if n.op in ELEMENTWISE_BINARY:
         return numerics.apply_binary(n.op, args[0], args[1], dt)
+    if n.op in COMPARISONS:
+        return numerics.apply_compare(n.op, args[0], args[1])
+    if n.op == "where":
+        return numerics.apply_where(args[0], args[1], args[2], dt)
     if n.op in ELEMENTWISE_SCALAR:
         return numerics.apply_scalar(n.op, args[0], n.attr("value"), dt)
     if n.op in REDUCTIONS:
