@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pypto
+from pypto import native
 from pypto.codegen.isa import BINARY, F_TRANSPOSE, INSTR, REDUCE, SCALAR_IMM, UNARY, Mem, Op, Pipe
 from pypto.codegen.program import COPY_PIPE, Operand, Program, StreamBuilder, Symbol
 from pypto.codegen.sync import insert_sync
@@ -577,20 +578,24 @@ def test_extension_is_built_and_used():
     assert fast._engine().OK == 0
 
 
-def test_missing_extension_falls_back_to_the_reference_once(monkeypatch):
+def test_missing_extension_falls_back_to_the_reference_once():
     b = StreamBuilder()
     _copy_in(b)
     program, target = _program(b, symbols=SYMBOLS), TARGETS["ascend910b"]
     want = fast.simulate(program, target, 0)
-    monkeypatch.delenv("PYPTO_SIM", raising=False)
-    monkeypatch.setitem(sys.modules, "pypto.sim._engine", None)  # makes the import fail
-    monkeypatch.delattr(pypto.sim, "_engine", raising=False)
-    monkeypatch.setattr(timing, "_warned", False)
-    with pytest.warns(UserWarning, match="pip install -e") as caught:
-        first = timing.simulate(program, target, bound_cycles=0)
-        again = timing.simulate(program, target, bound_cycles=0)
+    with native.not_built("pypto.sim._engine"):
+        with pytest.warns(RuntimeWarning, match="pip install -e") as caught:
+            assert timing.engine_name() == "reference"
+            first = timing.simulate(program, target, bound_cycles=0)
+            again = timing.simulate(program, target, bound_cycles=0)
     assert len(caught) == 1
     assert first.same_timing(want) and again.same_timing(want)
+
+
+def test_the_switch_selects_the_reference_engine():
+    with native.force_python():
+        assert timing.engine_name() == "reference"
+    assert timing.engine_name() == "cython"
 
 
 def test_importing_pypto_does_not_load_the_engine():

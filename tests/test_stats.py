@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import sys
 import warnings
 from types import ModuleType
 
@@ -13,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pypto import native
 from pypto.codegen.isa import INSTR, Mem, Op, Pipe
 from pypto.codegen.program import Operand, StreamBuilder
 from pypto.ir.dtypes import float16, float32, int8
@@ -112,26 +112,22 @@ def test_wrong_array_type_is_rejected() -> None:
         stats.program_stats(np.zeros(3, dtype=np.int64))
 
 
-def test_env_var_forces_reference(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PYPTO_SIM", "ref")
+def test_the_switch_selects_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYPTO_IMPL", "python")
     assert stats._implementation() is stats.python_program_stats
-    monkeypatch.delenv("PYPTO_SIM")
+    monkeypatch.delenv("PYPTO_IMPL")
     assert stats._implementation() is _extension().program_stats
+    with native.force_python():
+        assert stats._implementation() is stats.python_program_stats
 
 
-def test_missing_extension_warns_once_and_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("PYPTO_SIM", raising=False)
-    monkeypatch.setitem(sys.modules, "pypto.sim._stats", None)  # makes the import fail
-    stats._extension.cache_clear()
-    try:
-        instr = np.zeros(4, dtype=INSTR)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            first = stats.program_stats(instr)
-            stats.program_stats(instr)
-        assert len(caught) == 1
-        assert "pip install -e ." in str(caught[0].message)
-        assert caught[0].filename == __file__  # points at the caller
-        assert first[0][0] == 4
-    finally:
-        stats._extension.cache_clear()
+def test_missing_extension_warns_once_and_falls_back() -> None:
+    instr = np.zeros(4, dtype=INSTR)
+    with native.not_built("pypto.sim._stats"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = stats.program_stats(instr)
+        stats.program_stats(instr)
+    assert len(caught) == 1
+    assert "pip install -e ." in str(caught[0].message)
+    assert caught[0].filename == __file__  # points at the caller
+    assert first[0][0] == 4

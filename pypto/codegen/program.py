@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import MethodType, ModuleType
 
 import numpy as np
 
+from pypto import native
 from pypto.codegen.isa import INSTR, OPERANDS, Mem, Op, Pipe
 from pypto.ir.dtypes import DType
 
@@ -91,12 +93,6 @@ class Program:
     def num_instructions(self) -> int:
         return sum(len(c) for c in self.cores)
 
-    def symbol_index(self, name: str) -> int:
-        for i, s in enumerate(self.symbols):
-            if s.name == name:
-                return i
-        raise KeyError(name)
-
     def asm(self) -> str:
         """The program as PTO assembly text (``pypto.codegen.asm.parse`` reads it back)."""
         from pypto.codegen.asm import print_program
@@ -123,14 +119,21 @@ class StreamBuilder:
     then packs them into an array. Instructions that compiled emitters (``_matmul.pyx``)
     wrote as ``INSTR`` records already join with ``extend``.
 
-    ``emit`` runs once per generated instruction, so when ``_sync.pyx`` is built its
-    compiled ``emit`` replaces this one, which stays as the specification
-    (``emit_reference``); ``array`` packs with the compiled packer too.
+    ``emit`` runs once per generated instruction, so a builder made while the compiled
+    implementations are selected (``pypto.native``) emits with the compiled ``emit`` of
+    ``_sync.pyx``; this one stays as the specification (``emit_reference``). ``array``
+    packs with the compiled packer then too.
     """
 
     rows: list[tuple] = field(default_factory=list)
     packed: list[np.ndarray] = field(default_factory=list)  # what comes before ``rows``
     packed_count: int = 0
+    _compiled: ModuleType | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._compiled = native.extension("pypto.codegen._sync", stacklevel=3)
+        if self._compiled is not None:
+            setattr(self, "emit", MethodType(self._compiled.emit, self))  # noqa: B010
 
     def emit(self, op: Op, *operands: Operand, dtype: DType | None = None,
              sdtype: DType | None = None, flags: int = 0, imm: float = 0.0,
@@ -182,15 +185,9 @@ class StreamBuilder:
         return out
 
     def _pack_rows(self) -> np.ndarray:
-        packed = _compiled.pack(self.rows) if _compiled is not None else None
+        packed = self._compiled.pack(self.rows) if self._compiled is not None else None
         return packed if packed is not None else np.array(self.rows, dtype=INSTR)
 
 
+#: The specification of the compiled ``emit`` (``_sync.pyx``).
 emit_reference = StreamBuilder.emit
-
-try:
-    from pypto.codegen import _sync as _compiled
-except ImportError:  # not built: sync.insert_sync warns once when lowering needs it
-    _compiled = None  # type: ignore[assignment]
-else:
-    setattr(StreamBuilder, "emit", _compiled.emit)  # noqa: B010 - mypy forbids method assignment

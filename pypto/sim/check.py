@@ -11,6 +11,7 @@ import functools
 
 import numpy as np
 
+from pypto import native
 from pypto.codegen.isa import F_ATOMIC, OPERANDS, Mem, Op
 from pypto.codegen.program import Program
 from pypto.errors import SimError
@@ -103,23 +104,16 @@ def _check_with_numpy(program: Program, target: Target, capacity: np.ndarray,
     check_sync_all(program)
 
 
-def check_tables(program: Program, target: Target) -> tuple:
-    """The arguments of the compiled check after the program's streams."""
-    capacity, alignment = _memories(target)
-    sizes = np.array([s.size for s in program.symbols] or [0], dtype=np.int64)
-    return capacity, alignment, sizes, len(program.symbols), _ITEMSIZE, _STRICT
-
-
 def _passes_compiled_check(program: Program, capacity: np.ndarray, alignment: np.ndarray,
                            sizes: np.ndarray) -> bool:
-    """The compiled engine's verdict (False also when it is not built)."""
-    try:
-        from pypto.sim import _engine  # type: ignore[attr-defined]
-    except ImportError:
+    """The compiled engine's verdict (False also when the Python specification is to
+    run: ``PYPTO_IMPL=python`` or the engine is not built)."""
+    engine = native.extension("pypto.sim._engine", stacklevel=3)
+    if engine is None:
         return False
     cores = [np.ascontiguousarray(stream) for stream in program.cores]
-    return bool(_engine.check(cores, capacity, alignment, sizes, len(program.symbols),
-                              _ITEMSIZE, _STRICT))
+    return bool(engine.check(cores, capacity, alignment, sizes, len(program.symbols),
+                             _ITEMSIZE, _STRICT))
 
 
 def check_sync_all(program: Program) -> None:

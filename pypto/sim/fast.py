@@ -190,8 +190,6 @@ def simulate(program: Program, target: Target, bound_cycles: int,
         prepared.sizes if check else None)
     if status == engine.CHECK_FAILED or (check and status == engine.USE_REFERENCE):
         _check(program, target)             # raises what is wrong
-    if status == engine.CHECK_FAILED:       # (not reached: the two checks agree)
-        return simulate(program, target, bound_cycles, trace=trace)
     if status == engine.USE_REFERENCE:
         return _reference(program, target, bound_cycles, trace)
     if status == engine.DEADLOCK:

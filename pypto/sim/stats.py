@@ -1,8 +1,8 @@
 """Instruction statistics of a core's stream: per-pipe counts and per-path COPY bytes.
 
-``program_stats`` runs the compiled ``pypto.sim._stats`` when it is built and falls
-back to ``python_program_stats``, the plain-NumPy definition, when it is not (warning
-once). Setting ``PYPTO_SIM=ref`` in the environment forces the fallback.
+``program_stats`` runs the compiled ``pypto.sim._stats``, or ``python_program_stats``,
+the plain-NumPy definition, when ``PYPTO_IMPL=python`` asks for it or the extension is
+not built (see ``pypto.native``).
 
 Example:
     >>> from pypto.codegen.isa import Mem, Op, Pipe
@@ -18,15 +18,11 @@ Example:
 
 from __future__ import annotations
 
-import functools
-import importlib
-import os
-import warnings
 from collections.abc import Callable
-from types import ModuleType
 
 import numpy as np
 
+from pypto import native
 from pypto.codegen.isa import INSTR, Mem, Op, Pipe
 from pypto.ir.dtypes import BY_CODE
 
@@ -98,21 +94,5 @@ def _check_ranges(instr: np.ndarray) -> None:
 
 
 def _implementation() -> Callable[[np.ndarray], Stats]:
-    if os.environ.get("PYPTO_SIM") == "ref":
-        return python_program_stats
-    ext = _extension()
+    ext = native.extension("pypto.sim._stats", stacklevel=3)
     return ext.program_stats if ext is not None else python_program_stats
-
-
-@functools.cache
-def _extension() -> ModuleType | None:
-    try:
-        return importlib.import_module("pypto.sim._stats")
-    except ImportError:
-        warnings.warn(
-            "pypto's Cython extension pypto.sim._stats is not built; using the slower "
-            "pure-NumPy fallback. Run `pip install -e .` in the source tree to build it.",
-            RuntimeWarning,
-            stacklevel=4,
-        )
-        return None
