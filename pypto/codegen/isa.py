@@ -9,6 +9,10 @@ a memory and a 2-D region in it:
   stride ``rs`` and a column stride ``cs`` (both in elements);
 * ``GM``: the tensor is ``gm`` (a symbol index), ``addr`` is an element offset, and
   ``rs``/``cs`` are element strides (``0`` repeats: broadcasting).
+
+The compiled extensions use these numbers too: ``setup.py`` runs this file by path (so
+it imports only the standard library and NumPy) and writes them into
+``pypto/_constants.pxi``.
 """
 
 from __future__ import annotations

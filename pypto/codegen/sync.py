@@ -37,9 +37,10 @@ import numpy as np
 from pypto import native
 from pypto.codegen.isa import F_ACCUMULATE, INSTR, Mem, Op, Pipe
 from pypto.errors import PyptoError
+from pypto.ir.dtypes import BY_CODE
 
 _F = {name: i for i, name in enumerate(INSTR.names)}
-_ITEMSIZE = {0: 2, 1: 4, 2: 1, 3: 4}
+_ITEMSIZE = {code: dtype.itemsize for code, dtype in BY_CODE.items()}
 BUCKET = 2048  # bytes: the granularity of the region index
 
 

@@ -37,23 +37,24 @@ from pypto.ir.dtypes import BY_CODE
 from pypto.sim.result import TRACE, SimResult
 from pypto.targets import Target
 
-# Kinds of instruction, as _engine.pyx numbers them.
-K_NOP, K_COPY, K_MMAD, K_SET, K_WAIT, K_BARRIER, K_VECTOR, K_REDUCE, K_SYNC_ALL = range(1, 10)
-_KIND_OF = {Op.NOP: K_NOP, Op.COPY: K_COPY, Op.MMAD: K_MMAD, Op.SET_FLAG: K_SET,
-            Op.WAIT_FLAG: K_WAIT, Op.BARRIER: K_BARRIER, Op.SYNC_ALL: K_SYNC_ALL}
+# The engine's kind of instruction (``_engine.KINDS``) of the opcodes that have their own.
+_KIND_OF = {Op.NOP: "NOP", Op.COPY: "COPY", Op.MMAD: "MMAD", Op.SET_FLAG: "SET",
+            Op.WAIT_FLAG: "WAIT", Op.BARRIER: "BARRIER", Op.SYNC_ALL: "SYNC_ALL"}
 # Symbols' base addresses above this are left to the reference (see _engine.pyx).
 _MAX_GM_BYTES = 1 << 50
 
 
 def _kinds() -> np.ndarray:
+    """The engine's instruction kind by opcode (0: invalid)."""
+    kinds = _engine().KINDS
     table = np.zeros(256, dtype=np.uint8)
     for op in Op:
         if op in _KIND_OF:
-            table[op] = _KIND_OF[op]
+            table[op] = kinds[_KIND_OF[op]]
         elif op in REDUCE:
-            table[op] = K_REDUCE
+            table[op] = kinds["REDUCE"]
         elif op in VECTOR:
-            table[op] = K_VECTOR
+            table[op] = kinds["VECTOR"]
     return table
 
 
