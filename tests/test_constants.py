@@ -59,3 +59,10 @@ def test_setup_reads_the_constants_without_importing_pypto() -> None:
     out = subprocess.run([sys.executable, "-c", probe], cwd="/", capture_output=True,
                          text=True, timeout=60, check=True)
     assert out.stdout.split() == [str(len(isa.Mem)), str(len(BY_CODE)), "False"]
+
+
+def test_engine_and_reference_share_the_l2_ways() -> None:
+    """The engine's L2 set holds 16 ways in a fixed layout; the reference must agree."""
+    from pypto.sim import _engine, reference  # type: ignore[attr-defined]
+
+    assert _engine.MODEL["L2_WAYS"] == reference.L2_WAYS

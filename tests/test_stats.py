@@ -73,8 +73,8 @@ def test_extension_matches_reference(instr: np.ndarray, step: int) -> None:
 def test_hand_computed_example() -> None:
     stream = StreamBuilder()
     gm = Operand(Mem.GM, 0, 32, 64, 64, gm=0)
-    l1 = Operand(Mem.L1, 0, 32, 64, 64)
-    ub = Operand(Mem.UB, 0, 32, 64, 64)
+    l1 = Operand(Mem.STAGE, 0, 32, 64, 64)
+    ub = Operand(Mem.VECTOR, 0, 32, 64, 64)
     stream.emit(Op.COPY, l1, gm, dtype=float16)  # 32*64*2 = 4096 bytes GM -> L1
     stream.emit(Op.COPY, l1, gm, dtype=float32)  # 32*64*4 = 8192 bytes GM -> L1
     stream.emit(Op.COPY, gm, ub, dtype=int8)     # 32*64*1 = 2048 bytes UB -> GM
@@ -84,8 +84,8 @@ def test_hand_computed_example() -> None:
     for impl in (stats.python_program_stats, _extension().program_stats, stats.program_stats):
         counts, paths = impl(instr)
         assert counts.tolist() == [1, 2, 0, 0, 0, 1, 1]  # SCALAR, MTE2 x2, VEC, MTE3
-        assert paths[Mem.GM, Mem.L1] == 4096 + 8192
-        assert paths[Mem.UB, Mem.GM] == 2048
+        assert paths[Mem.GM, Mem.STAGE] == 4096 + 8192
+        assert paths[Mem.VECTOR, Mem.GM] == 2048
         assert paths.sum() == 4096 + 8192 + 2048
 
 

@@ -20,8 +20,6 @@ from libc.string cimport memcpy, memset
 from pypto.codegen.instr cimport Instr  # pypto.codegen.isa.INSTR
 
 from pypto.codegen import _sync
-from pypto.codegen.isa import Mem, Op
-from pypto.codegen.program import pipe_of
 
 include "_constants.pxi"   # OP_COPY, MEM_GM, F_ACCUMULATE...: pypto.codegen.isa's values
 
@@ -258,11 +256,11 @@ def pipeline(object sb, object ctx, const int64_t[:, ::1] chunks, int64_t l1_dep
     L.in_code, L.acc_code, L.out_code = ctx.in_dt.code, ctx.acc_dt.code, ctx.out_dt.code
     L.a_l1, L.b_l1 = slots_of(ctx.a_l1), slots_of(ctx.b_l1)
     L.l0a, L.l0b, L.l0c = slots_of(ctx.l0a), slots_of(ctx.l0b), slots_of(ctx.l0c)
-    L.load_pipe = pipe_of(Op.COPY, Mem.GM, ctx.a_l1.mem)
-    L.l0a_pipe = pipe_of(Op.COPY, ctx.a_l1.mem, ctx.l0a.mem)
-    L.l0b_pipe = pipe_of(Op.COPY, ctx.a_l1.mem, ctx.l0b.mem)
+    L.load_pipe = sb.copy_pipe(MEM_GM, ctx.a_l1.mem)   # the builder's target's data paths
+    L.l0a_pipe = sb.copy_pipe(ctx.a_l1.mem, ctx.l0a.mem)
+    L.l0b_pipe = sb.copy_pipe(ctx.a_l1.mem, ctx.l0b.mem)
     L.cube_pipe = PIPE_CUBE
-    L.drain_pipe = pipe_of(Op.COPY, ctx.l0c.mem, Mem.GM)
+    L.drain_pipe = sb.copy_pipe(ctx.l0c.mem, MEM_GM)
     node = ctx.mm_i if ctx.fix_relu_output is None else ctx.fix_relu_output
     L.out_sym = ctx.gm_out[node] if node in ctx.gm_out else -1
     L.a, L.b = operand_of(a_plan), operand_of(b_plan)

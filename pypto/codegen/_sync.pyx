@@ -735,10 +735,9 @@ def pack(list rows):
 cdef object ZERO = 0
 cdef object MINUS_ONE = -1
 cdef object FLOAT_ZERO = 0.0
-# pipe by (opcode, source memory, destination memory) for memories below 16; -1 unknown
-cdef int8_t PIPES[256][16][16]
-memset(PIPES, 0xFF, sizeof(PIPES))
-_PIPES = {}   # the other (opcode, source, destination) -> pipe
+# pipe by opcode (other than COPY, whose pipe is its data path's); -1 not known yet
+cdef int8_t OP_PIPES[256]
+memset(OP_PIPES, 0xFF, sizeof(OP_PIPES))
 
 
 cdef inline void put(tuple row, Py_ssize_t at, object value):
@@ -758,25 +757,28 @@ cdef inline long put_operand(tuple row, Py_ssize_t at, object o) except? -1:
     return mem
 
 
-cdef long pipe_for(long code, long src, long dst) except -1:
-    cdef int8_t known
-    if 0 <= code < 256 and 0 <= src < 16 and 0 <= dst < 16:
-        known = PIPES[code][src][dst]
-        if known >= 0:
-            return known
-        PIPES[code][src][dst] = <int8_t>_pipe_of(code, src, dst)
-        return PIPES[code][src][dst]
-    key = (code, src, dst)
-    if key not in _PIPES:
-        _PIPES[key] = _pipe_of(code, src, dst)
-    return _PIPES[key]
+cdef long pipe_for(object builder, long code, long src, long dst) except -1:
+    """``program.pipe_of(code, src, dst, builder.memories)``."""
+    cdef bytes table
+    cdef unsigned char known
+    if code == OP_COPY:
+        if 0 <= src < NUM_MEMS and 0 <= dst < NUM_MEMS:
+            table = builder._copy_table
+            known = (<unsigned char*><char*>table)[src * NUM_MEMS + dst]
+            if known != 255:
+                return known
+        return int(builder.copy_pipe(src, dst))   # raises: no data path
+    if 0 <= code < 256:
+        if OP_PIPES[code] < 0:
+            OP_PIPES[code] = <int8_t>_pipe_of(code)
+        return OP_PIPES[code]
+    return _pipe_of(code)
 
 
-def _pipe_of(code, src, dst):
-    from pypto.codegen.isa import Mem, Op
+def _pipe_of(code):
     from pypto.codegen.program import pipe_of
 
-    return int(pipe_of(Op(code), Mem(src), Mem(dst)))
+    return int(pipe_of(code))
 
 
 def emit(self, op, *operands, dtype=None, sdtype=None, flags=0, imm=0.0, pipe=None,
@@ -801,7 +803,7 @@ def emit(self, op, *operands, dtype=None, sdtype=None, flags=0, imm=0.0, pipe=No
             if count > 2:
                 if put_operand(row, 21, operands[2]) == MEM_GM:
                     gm = operands[2].gm
-    pipe_code = pipe_for(code, a_mem, d_mem) if pipe is None else pipe
+    pipe_code = pipe_for(self, code, a_mem, d_mem) if pipe is None else pipe
     dcode = dtype.code if dtype is not None else ZERO
     put(row, 0, code)
     put(row, 1, pipe_code)

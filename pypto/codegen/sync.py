@@ -17,10 +17,9 @@ Example:
     >>> from pypto.codegen.program import Operand, StreamBuilder
     >>> from pypto.ir.dtypes import float16
     >>> b = StreamBuilder()
-    >>> _ = b.emit(Op.COPY, Operand(Mem.L1, 0, 16, 16, 16), Operand(Mem.GM, 0, 16, 16, 16, gm=0),
-    ...            dtype=float16)
-    >>> _ = b.emit(Op.COPY, Operand(Mem.L0A, 0, 16, 16, 16), Operand(Mem.L1, 0, 16, 16, 16),
-    ...            dtype=float16)
+    >>> l1, gm = Operand(Mem.STAGE, 0, 16, 16, 16), Operand(Mem.GM, 0, 16, 16, 16, gm=0)
+    >>> _ = b.emit(Op.COPY, l1, gm, dtype=float16)
+    >>> _ = b.emit(Op.COPY, Operand(Mem.LEFT, 0, 16, 16, 16), l1, dtype=float16)
     >>> [Op(op).name for op in insert_sync(b.array(), 8)["op"]]
     ['COPY', 'SET_FLAG', 'WAIT_FLAG', 'COPY']
 """

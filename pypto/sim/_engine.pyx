@@ -52,6 +52,9 @@ cdef enum:
     K_REDUCE = 8    # cost from d_rows x a_cols
     K_SYNC_ALL = 9
 
+# What the reference engine must agree with (tests/test_constants.py): its L2_WAYS.
+MODEL = {"L2_WAYS": L2_WAYS}
+
 # The kinds by name: fast.py maps opcodes to them (``Tables`` takes that map).
 KINDS = {"NOP": K_NOP, "COPY": K_COPY, "MMAD": K_MMAD, "SET": K_SET, "WAIT": K_WAIT,
          "BARRIER": K_BARRIER, "VECTOR": K_VECTOR, "REDUCE": K_REDUCE, "SYNC_ALL": K_SYNC_ALL}
@@ -802,7 +805,9 @@ cdef inline bint operand_ok(const Limits* t, uint8_t op, uint8_t mem, int64_t ad
         lo = wrap_add(wrap_add(addr, span_r if span_r < 0 else 0), span_c if span_c < 0 else 0)
         hi = wrap_add(wrap_add(addr, span_r if span_r > 0 else 0), span_c if span_c > 0 else 0)
         return lo >= 0 and hi < t.sizes[gm]
-    m = mem if mem < NUM_MEMS else NUM_MEMS - 1
+    if mem >= NUM_MEMS:             # a code beyond Mem: no memory at all
+        return False
+    m = mem
     if t.capacity[m] == 0 or rs < 0 or cs < 0 or addr < 0:
         return False
     end = wrap_add(addr, wrap_mul(wrap_add(wrap_add(span_r, span_c), 1), isz))

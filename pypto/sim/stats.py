@@ -9,10 +9,10 @@ Example:
     >>> from pypto.codegen.program import Operand, StreamBuilder
     >>> from pypto.ir.dtypes import float16
     >>> stream = StreamBuilder()
-    >>> dst, src = Operand(Mem.L1, 0, 16, 16, 16), Operand(Mem.GM, 0, 16, 16, 16, gm=0)
+    >>> dst, src = Operand(Mem.STAGE, 0, 16, 16, 16), Operand(Mem.GM, 0, 16, 16, 16, gm=0)
     >>> _ = stream.emit(Op.COPY, dst, src, dtype=float16)
     >>> counts, paths = program_stats(stream.array())
-    >>> int(counts[Pipe.MTE2]), int(paths[Mem.GM, Mem.L1])
+    >>> int(counts[Pipe.MTE2]), int(paths[Mem.GM, Mem.STAGE])
     (1, 512)
 """
 
@@ -42,8 +42,8 @@ def python_program_stats(instr: np.ndarray) -> Stats:
         instr: a 1-D array of ``pypto.codegen.isa.INSTR`` records (one core's stream).
 
     Returns:
-        ``(per_pipe_counts, per_path_bytes)``: int64 arrays of shape ``(7,)`` (pipes)
-        and ``(10, 10)`` (memories). ``per_path_bytes[src, dst]`` sums
+        ``(per_pipe_counts, per_path_bytes)``: int64 arrays of shape ``(len(Pipe),)``
+        and ``(len(Mem), len(Mem))``. ``per_path_bytes[src, dst]`` sums
         ``d_rows * d_cols * itemsize``
         over the COPY instructions from memory ``src`` (``a_mem``) to ``dst``
         (``d_mem``).
@@ -88,8 +88,9 @@ def _check_ranges(instr: np.ndarray) -> None:
         row = instr[i]
         raise ValueError(
             f"instruction {i} is out of range (pipe={row['pipe']}, a_mem={row['a_mem']}, "
-            f"d_mem={row['d_mem']}, dtype={row['dtype']}): pipes and memories are 0..6 and "
-            f"dtype codes 0..3, see pypto.codegen.isa"
+            f"d_mem={row['d_mem']}, dtype={row['dtype']}): pipes are 0..{NUM_PIPES - 1}, "
+            f"memories 0..{NUM_MEMS - 1} and dtype codes 0..{len(ITEMSIZE_BY_CODE) - 1}, see "
+            "pypto.codegen.isa"
         )
 
 
