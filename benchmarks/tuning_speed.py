@@ -26,6 +26,7 @@ import pypto
 from pypto.codegen import lower as lowering
 from pypto.db import open_store
 from pypto.tuner.loop import tune_task
+from pypto.tuner.options import TuneOptions
 from pypto.tuner.tasks import extract_tasks
 
 OUT = pathlib.Path(__file__).parent / "results" / "tuning_speed.json"
@@ -84,7 +85,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = TimedStore(open_store(f"sqlite:///{os.path.join(tmp, 'bench.db')}"))
         t0 = time.perf_counter()
-        res = tune_task(task, store, args.strategy, args.trials, seed=args.seed)  # type: ignore[arg-type]
+        res = tune_task(task, store,  # type: ignore[arg-type]
+                        TuneOptions(args.strategy, args.trials, seed=args.seed))
         wall = time.perf_counter() - t0
         store.close()
     lowering.lower = counting.lower

@@ -24,12 +24,14 @@ from pypto.codegen.isa import (
     Op,
     Pipe,
 )
-from pypto.codegen.program import COPY_PIPE, Operand, Program, StreamBuilder, Symbol
+from pypto.codegen.memories import isa_view, memory_map
+from pypto.codegen.program import Operand, Program, StreamBuilder, Symbol
 from pypto.errors import AsmError
 from pypto.ir.dtypes import ALL, float16, float32
+from pypto.targets import Target, available_targets, load_target
 
 EXAMPLE = """\
-.program NAME target=TARGETNAME
+.program NAME target=ascend910b
 .tensor A float16 [1024,1024] in
 .tensor C float16 [1024,1024] out
 .core 0
@@ -45,8 +47,11 @@ EXAMPLE = """\
 .core 1
 """
 
-HEADER = ".program p target=t\n.tensor A float16 [16,16] in\n.tensor B float32 [] out\n.core 0\n"
-ON_CHIP = [Mem.L1, Mem.L0A, Mem.L0B, Mem.L0C, Mem.UB]
+HEADER = (".program p target=ascend910b\n.tensor A float16 [16,16] in\n.tensor B float32 [] out\n"
+          ".core 0\n")
+ASCEND = load_target("ascend910b")
+# Programs for no packaged target (memories spelled by role) and for each packaged one.
+TARGETS: list[Target | None] = [None, *(load_target(name) for name in available_targets())]
 IDENTIFIER = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,7}", fullmatch=True)
 INT64 = st.integers(-2**63, 2**63 - 1)
 INT32 = st.integers(-2**31, 2**31 - 1)
@@ -71,19 +76,22 @@ def operands(draw, mem: Mem, num_symbols: int) -> Operand:
 
 @st.composite
 def instructions(draw, builder: StreamBuilder, num_symbols: int) -> None:
+    memories = builder.memories
+    on_chip = sorted(code for code in memories.names if code != Mem.GM)
     dtype = draw(st.sampled_from(ALL))
     sdtype = draw(st.one_of(st.none(), st.sampled_from(ALL)))
     flags = draw(st.sampled_from([0, F_TRANSPOSE, F_ACCUMULATE, F_TRANSPOSE | F_ACCUMULATE,
                                   F_RELU, F_ATOMIC, F_RELU | F_ATOMIC]))
     kind = draw(st.sampled_from(["copy", "mmad", "sync", "plain", "vector", "imm"]))
     if kind == "copy":
-        src, dst = draw(st.sampled_from(sorted(COPY_PIPE)))
+        src, dst = draw(st.sampled_from(sorted(memories.copy_pipes)))
         if Mem.GM in (src, dst) and not num_symbols:
-            src, dst = Mem.UB, Mem.UB
+            src, dst = memories.roles["vector"], memories.roles["vector"]
         ops = [draw(operands(dst, num_symbols)), draw(operands(src, num_symbols))]
         builder.emit(Op.COPY, *ops, dtype=dtype, sdtype=sdtype, flags=flags)
     elif kind == "mmad":
-        ops = [draw(operands(m, num_symbols)) for m in (Mem.L0C, Mem.L0A, Mem.L0B)]
+        ops = [draw(operands(memories.roles[role], num_symbols))
+               for role in ("acc", "left", "right")]
         builder.emit(Op.MMAD, *ops, dtype=dtype, sdtype=sdtype, flags=flags)
     elif kind == "sync":
         op = draw(st.sampled_from([Op.SET_FLAG, Op.WAIT_FLAG]))
@@ -96,7 +104,7 @@ def instructions(draw, builder: StreamBuilder, num_symbols: int) -> None:
         pool = sorted(SCALAR_IMM | {Op.VDUP}) if kind == "imm" else sorted(BINARY | UNARY | REDUCE)
         op = draw(st.sampled_from(pool))
         count = 3 if op in BINARY else 1 if op == Op.VDUP else 2
-        mems = st.sampled_from(ON_CHIP + ([Mem.GM] if num_symbols else []))
+        mems = st.sampled_from(on_chip + ([Mem.GM] if num_symbols else []))
         ops = [draw(operands(draw(mems), num_symbols)) for _ in range(count)]
         tensors = [o.gm for o in ops if o.mem == Mem.GM]
         for o in ops:  # an instruction names at most one GM tensor
@@ -107,6 +115,8 @@ def instructions(draw, builder: StreamBuilder, num_symbols: int) -> None:
 
 @st.composite
 def programs(draw) -> Program:
+    """A random program, for no packaged target (``target=`` a random name) or one."""
+    target = draw(st.sampled_from(TARGETS))
     names = draw(st.lists(IDENTIFIER, max_size=4, unique=True))
     symbols = tuple(
         Symbol(name, draw(st.sampled_from(ALL)),
@@ -115,11 +125,12 @@ def programs(draw) -> Program:
         for name in names)
     cores = []
     for _ in range(draw(st.integers(0, 4))):
-        builder = StreamBuilder()
+        builder = StreamBuilder(target)
         for _ in range(draw(st.integers(0, 12))):
             draw(instructions(builder, len(symbols)))
         cores.append(builder.array())
-    return Program(draw(IDENTIFIER), draw(IDENTIFIER), symbols, tuple(cores))
+    name = draw(IDENTIFIER) if target is None else target.name
+    return Program(draw(IDENTIFIER), name, symbols, tuple(cores))
 
 
 @settings(max_examples=200, deadline=None)
@@ -134,13 +145,14 @@ def test_print_then_parse_round_trips(program: Program) -> None:
 @settings(max_examples=100, deadline=None)
 @given(programs())
 def test_instructions_round_trip_one_by_one(program: Program) -> None:
+    target = load_target(program.target) if program.target in available_targets() else None
     for stream in program.cores:
         for row in stream.tolist():
-            line = print_instruction(row, program.symbols)
-            assert repr(parse_instruction(line, program.symbols)) == repr(row)
+            line = print_instruction(row, program.symbols, target)
+            assert repr(parse_instruction(line, program.symbols, target=target)) == repr(row)
         if len(stream):
-            assert print_instruction(stream[0], program.symbols) == \
-                print_instruction(stream.tolist()[0], program.symbols)
+            assert print_instruction(stream[0], program.symbols, target) == \
+                print_instruction(stream.tolist()[0], program.symbols, target)
 
 
 # ----------------------------------------------------------------- fixed texts
@@ -161,32 +173,34 @@ def test_the_documented_example_round_trips() -> None:
 
 
 def test_parse_matches_stream_builder() -> None:
-    builder = StreamBuilder()
-    builder.emit(Op.COPY, Operand(Mem.UB, 0x40, 16, 16, 16), Operand(Mem.GM, 32, 16, 16, 64, 1, 1),
-                 dtype=float16)
-    builder.emit(Op.VMULS, Operand(Mem.UB, 0, 16, 16, 16), Operand(Mem.UB, 0x40, 16, 16, 16),
-                 dtype=float32, sdtype=float16, imm=-0.0)
+    builder = StreamBuilder(ASCEND)
+    builder.emit(Op.COPY, Operand(Mem.VECTOR, 0x40, 16, 16, 16),
+                 Operand(Mem.GM, 32, 16, 16, 64, 1, 1), dtype=float16)
+    builder.emit(Op.VMULS, Operand(Mem.VECTOR, 0, 16, 16, 16),
+                 Operand(Mem.VECTOR, 0x40, 16, 16, 16), dtype=float32, sdtype=float16, imm=-0.0)
     builder.emit(Op.BARRIER)
-    text = (".program k target=t\n.tensor X int8 [4] tmp\n.tensor Y int32 [2,3,4] in\n.core 0\n"
+    text = (".program k target=ascend910b\n.tensor X int8 [4] tmp\n"
+            ".tensor Y int32 [2,3,4] in\n.core 0\n"
             "    COPY.F16 UB[0x40:16x16,16,1], GM[Y][32:16x16,64,1]\n"
             "    VMULS.F32.F16 UB[0x0:16x16,16,1], UB[0x40:16x16,16,1], #-0.0\n"
             "    BARRIER\n")
-    expected = Program("k", "t", parse(text).symbols, (builder.array(),))
+    expected = Program("k", "ascend910b", parse(text).symbols, (builder.array(),))
     assert same(parse(text), expected)
 
 
 def test_sync_all_and_atomic_copies_round_trip() -> None:
-    builder = StreamBuilder()
+    builder = StreamBuilder(ASCEND)
     builder.emit(Op.SYNC_ALL)
-    builder.emit(Op.COPY, Operand(Mem.GM, 64, 16, 16, 32, 1, 0), Operand(Mem.L0C, 0, 16, 16, 16),
+    builder.emit(Op.COPY, Operand(Mem.GM, 64, 16, 16, 32, 1, 0), Operand(Mem.ACC, 0, 16, 16, 16),
                  dtype=float16, sdtype=float32, flags=F_ATOMIC)
-    builder.emit(Op.COPY, Operand(Mem.GM, 0, 16, 16, 32, 1, 0), Operand(Mem.L0C, 0, 16, 16, 16),
+    builder.emit(Op.COPY, Operand(Mem.GM, 0, 16, 16, 32, 1, 0), Operand(Mem.ACC, 0, 16, 16, 16),
                  dtype=float16, sdtype=float32, flags=F_RELU | F_ATOMIC)
-    text = (".program k target=t\n.tensor C float16 [16,32] out\n.core 0\n"
+    text = (".program k target=ascend910b\n.tensor C float16 [16,32] out\n.core 0\n"
             "    SYNC_ALL\n"
             "    COPY.F16.F32.ATOMIC GM[C][64:16x16,32,1], L0C[0x0:16x16,16,1]\n"
             "    COPY.F16.F32.RELU.ATOMIC GM[C][0:16x16,32,1], L0C[0x0:16x16,16,1]\n")
-    program = Program("k", "t", (Symbol("C", float16, (16, 32), "out"),), (builder.array(),))
+    program = Program("k", "ascend910b", (Symbol("C", float16, (16, 32), "out"),),
+                      (builder.array(),))
     assert print_program(program) == text
     assert same(parse(text), program)
     assert same(parse(text.replace("SYNC_ALL", "sync_all").replace(".RELU.ATOMIC",
@@ -195,13 +209,13 @@ def test_sync_all_and_atomic_copies_round_trip() -> None:
     with pytest.raises(AsmError, match="SYNC_ALL takes no dtype suffix"):
         parse_instruction("SYNC_ALL.F16", ())
     with pytest.raises(AsmError, match="SYNC_ALL takes no operands"):
-        parse_instruction("SYNC_ALL UB[0x0:1x1,1,1]", ())
+        parse_instruction("SYNC_ALL UB[0x0:1x1,1,1]", (), target=ASCEND)
 
 
 def test_parsing_is_lenient_about_space_case_and_comments() -> None:
     messy = """
 ; a whole-line comment
-   .program   NAME   target=TARGETNAME   ; trailing comment
+   .program   NAME   target=ascend910b   ; trailing comment
 .tensor A float16 [ 1024 , 1024 ] in
 .tensor C float16 [1024,1024] out
 
@@ -224,18 +238,18 @@ barrier ;
                                    0.1, -1e-7])
 def test_immediates_round_trip_bit_exactly(value: float) -> None:
     builder = StreamBuilder()
-    builder.emit(Op.VDUP, Operand(Mem.UB, 0, 1, 1, 1), dtype=float32, imm=value)
-    line = print_instruction(builder.rows[0], ())
+    builder.emit(Op.VDUP, Operand(Mem.VECTOR, 0, 1, 1, 1), dtype=float32, imm=value)
+    line = print_instruction(builder.rows[0], (), ASCEND)
     assert line == f"VDUP.F32 UB[0x0:1x1,1,1], #{value!r}"
-    assert repr(parse_instruction(line, ())[8]) == repr(value)
+    assert repr(parse_instruction(line, (), target=ASCEND)[8]) == repr(value)
 
 
 def test_nan_immediate_round_trips() -> None:
     builder = StreamBuilder()
-    builder.emit(Op.VMAXS, Operand(Mem.UB, 0, 1, 1, 1), Operand(Mem.UB, 0, 1, 1, 1),
+    builder.emit(Op.VMAXS, Operand(Mem.VECTOR, 0, 1, 1, 1), Operand(Mem.VECTOR, 0, 1, 1, 1),
                  dtype=float16, imm=math.nan)
     line = print_instruction(builder.rows[0], ())
-    assert line.endswith("#nan")
+    assert line == "VMAXS.F16 VECTOR[0x0:1x1,1,1], VECTOR[0x0:1x1,1,1], #nan"  # by role
     assert math.isnan(parse_instruction(line, ())[8])
 
 
@@ -264,15 +278,18 @@ BAD_INSTRUCTIONS = [
     ("    VRELU.F16 UB[0x0:1x1,1,1], UB[0x0:1x1,1,1], UB[0x0:1x1,1,1]", "too many operands",
      47),
     ("    BARRIER UB[0x0:1x1,1,1]", "BARRIER takes no operands", 13),
-    ("    VRELU.F16 0x0, UB[0x0:1x1,1,1]", "expected a memory operand like L1[0x0:16x16,16,1]",
+    ("    VRELU.F16 0x0, UB[0x0:1x1,1,1]", "expected a memory operand like UB[0x0:16x16,16,1]",
      15),
-    ("    VRELU.F16 L9[0x0:1x1,1,1], UB[0x0:1x1,1,1]", "unknown memory 'L9'", 15),
+    ("    VRELU.F16 L9[0x0:1x1,1,1], UB[0x0:1x1,1,1]",
+     "unknown memory 'L9' on ascend910b (expected one of GM, L1, L0A, L0B, L0C, UB)", 15),
+    ("    VRELU.F16 VECTOR[0x0:1x1,1,1], UB[0x0:1x1,1,1]", "unknown memory 'VECTOR'", 15),
     ("    VRELU.F16 UB[0x0:1x1,1], UB[0x0:1x1,1,1]", "expected [ADDR:ROWSxCOLS,RS,CS] after UB",
      17),
     ("    VRELU.F16 UB[0x0:1x1,1,1] UB[0x0:1x1,1,1]", "expected ','", 31),
     ("    COPY.F16 UB[0x0:1x1,1,1], GM[X][0:1x1,1,1]", "unknown tensor 'X' (declared: A, B)",
      34),
-    ("    COPY.F16 L0A[0x0:1x1,1,1], GM[A][0:1x1,1,1]", "no copy path from GM to L0A", 5),
+    ("    COPY.F16 L0A[0x0:1x1,1,1], GM[A][0:1x1,1,1]",
+     "no copy path from GM to L0A on ascend910b (COPY paths: GM->L1, GM->UB", 5),
     ("    VADD.F16 GM[A][0:1x1,1,1], GM[B][0:1x1,1,1], UB[0x0:1x1,1,1]", "only one GM tensor",
      35),
     ("    SET_FLAG MTE2, MTE9, 0", "unknown pipe", 20),
@@ -349,7 +366,7 @@ def test_parse_instruction_reports_its_line_number() -> None:
 
 def unprintable(**fields: object) -> np.ndarray:
     builder = StreamBuilder()
-    builder.emit(Op.VADD, *[Operand(Mem.UB, 0, 1, 1, 1)] * 3, dtype=float16)
+    builder.emit(Op.VADD, *[Operand(Mem.VECTOR, 0, 1, 1, 1)] * 3, dtype=float16)
     stream = builder.array()
     for name, value in fields.items():
         stream[name] = value
@@ -378,3 +395,67 @@ def test_printing_refuses_bad_names() -> None:
         print_program(Program("two words", "t", (), ()))
     with pytest.raises(AsmError, match="tensor 'a b'"):
         print_program(Program("p", "t", (Symbol("a b", float16, (1,), "in"),), ()))
+
+
+# ----------------------------------------------------------------- memory names
+
+def test_memories_are_spelled_as_the_target_names_them() -> None:
+    """The ISA codes memories by role; each target's names are what the text carries."""
+    mlu = load_target("mlu370")
+    text = (".program k target=mlu370\n.tensor A float16 [16,16] in\n.core 0\n"
+            "    COPY.F16 SRAM[0x0:16x16,16,1], GM[A][0:16x16,16,1]\n"
+            "    COPY.F16 NRAM[0x0:16x16,16,1], SRAM[0x0:16x16,16,1]\n"
+            "    VEXP.F16 NRAM[0x200:16x16,16,1], NRAM[0x0:16x16,16,1]\n")
+    program = parse(text)
+    first, second, third = program.cores[0]
+    assert (first["d_mem"], first["pipe"]) == (Mem.STAGE, Pipe.MTE2)
+    assert (second["d_mem"], second["a_mem"], second["pipe"]) == (Mem.LEFT, Mem.STAGE, Pipe.MTE1)
+    assert third["d_mem"] == third["a_mem"] == memory_map(mlu).roles["vector"] == Mem.LEFT
+    assert print_program(program) == text
+    assert print_program(program, mlu) == text
+    # for a target that is not packaged: by role, unless the Target is passed
+    data = mlu.to_dict()
+    data["target"]["name"] = "mine"
+    mine = Program("k", "mine", program.symbols, program.cores)
+    assert print_program(mine, Target.from_dict(data)) == text.replace("mlu370", "mine")
+    assert "COPY.F16 LEFT[0x0:16x16,16,1], STAGE[0x0:16x16,16,1]" in print_program(mine)
+    assert same(parse(print_program(mine)), mine)
+
+
+def test_the_same_code_prints_each_targets_name() -> None:
+    builder = StreamBuilder()
+    builder.emit(Op.VEXP, Operand(Mem.LEFT, 0, 1, 16, 16), Operand(Mem.LEFT, 0, 1, 16, 16),
+                 dtype=float16)
+    row = builder.rows[0]
+    assert print_instruction(row, (), ASCEND).startswith("VEXP.F16 L0A[")
+    assert print_instruction(row, (), load_target("mlu370")).startswith("VEXP.F16 NRAM[")
+    assert print_instruction(row, ()).startswith("VEXP.F16 LEFT[")
+
+
+def test_a_role_a_target_codes_otherwise_does_not_print() -> None:
+    """On an MLU the vector memory is NRAM, coded LEFT: VECTOR names nothing there."""
+    builder = StreamBuilder()
+    builder.emit(Op.VEXP, Operand(Mem.VECTOR, 0, 1, 16, 16), Operand(Mem.VECTOR, 0, 1, 16, 16),
+                 dtype=float16)
+    with pytest.raises(AsmError, match="in VECTOR, a memory code mlu370 does not use"):
+        print_instruction(builder.rows[0], (), load_target("mlu370"))
+
+
+def test_copy_pipes_come_from_the_target() -> None:
+    """A target that runs a path on another pipe gets COPYs on that pipe."""
+    data = ASCEND.to_dict()
+    data["target"]["name"] = "slow_l1"
+    data["paths"]["GM->L1"]["pipe"] = "MTE3"
+    custom = Target.from_dict(data)
+    operands = (Operand(Mem.STAGE, 0, 16, 16, 16), Operand(Mem.GM, 0, 16, 16, 16, gm=0))
+    mine, packaged = StreamBuilder(custom), StreamBuilder(ASCEND)
+    mine.emit(Op.COPY, *operands, dtype=float16)
+    packaged.emit(Op.COPY, *operands, dtype=float16)
+    assert mine.array()["pipe"][0] == Pipe.MTE3 and packaged.array()["pipe"][0] == Pipe.MTE2
+    line = "COPY.F16 L1[0x0:16x16,16,1], GM[A][0:16x16,16,1]"
+    symbols = (Symbol("A", float16, (16, 16), "in"),)
+    assert parse_instruction(line, symbols, target=custom)[1] == Pipe.MTE3
+    assert print_instruction(mine.rows[0], symbols, custom) == line
+    with pytest.raises(AsmError, match="field pipe is 6 but the text means 1"):
+        print_instruction(mine.rows[0], symbols, ASCEND)
+    assert isa_view().copy_pipe(Mem.GM, Mem.STAGE) == Pipe.MTE2

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pypto
+from pypto import native
 from pypto.codegen import lower as lowering
 from pypto.codegen import matmul
 from pypto.schedule_space import validate
@@ -30,13 +31,11 @@ TARGETS = {name: load_target(name) for name in available_targets()}
 
 @contextmanager
 def specification() -> Iterator[None]:
-    """Lower with the Python emitter (as ``PYPTO_CODEGEN=ref`` does)."""
-    compiled = matmul._compiled_loop
-    matmul._compiled_loop = lambda: None  # type: ignore[assignment]
-    try:
+    """Lower with the Python specifications (as ``PYPTO_IMPL=python`` does): the matmul
+    emitter's own K loop, and the Python stream builder and sync pass."""
+    with native.force_python():
+        assert matmul._compiled_loop() is None
         yield
-    finally:
-        matmul._compiled_loop = compiled  # type: ignore[assignment]
 
 
 @st.composite

@@ -20,8 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pypto
+from pypto import native
 from pypto.codegen.isa import BINARY, F_TRANSPOSE, INSTR, REDUCE, SCALAR_IMM, UNARY, Mem, Op, Pipe
-from pypto.codegen.program import COPY_PIPE, Operand, Program, StreamBuilder, Symbol
+from pypto.codegen.memories import memory_map
+from pypto.codegen.program import Operand, Program, StreamBuilder, Symbol
 from pypto.codegen.sync import insert_sync
 from pypto.errors import SimError
 from pypto.ir.dtypes import float16, float32, int8, int32
@@ -175,11 +177,12 @@ def test_default_gemm_1024_on_both_targets():
 
 # Per-core capacities both packaged targets have (timing does not check them; the sync
 # pass and the hazard check use the addresses).
-CAPACITY = {Mem.L1: 1 << 19, Mem.L0A: 1 << 16, Mem.L0B: 1 << 16, Mem.L0C: 1 << 17,
-            Mem.UB: 3 << 16}
+CAPACITY = {Mem.STAGE: 1 << 19, Mem.LEFT: 1 << 16, Mem.RIGHT: 1 << 16, Mem.ACC: 1 << 17,
+            Mem.VECTOR: 3 << 16}
 DTYPES = (float16, float32, int8, int32)
 # the Ascend-class paths (both targets these random streams run on have them)
-COPY_PATHS = sorted(p for p in COPY_PIPE if all(m in CAPACITY or m == Mem.GM for m in p))
+COPY_PATHS = sorted(memory_map(TARGETS["ascend910b"]).copy_pipes)
+assert COPY_PATHS == sorted(memory_map(TARGETS["ascend310"]).copy_pipes)
 VECTOR_OPS = sorted(BINARY | SCALAR_IMM | UNARY | REDUCE | {Op.VDUP})
 
 
@@ -231,15 +234,15 @@ def instruction(draw: st.DrawFn, b: StreamBuilder, symbols: list[Symbol]) -> Non
     elif kind == "mmad":
         sdtype = draw(st.sampled_from([float16, float32, int8]))
         m, k, n = (draw(st.integers(1, 64)) for _ in range(3))
-        b.emit(Op.MMAD, draw(on_chip(Mem.L0C, m, n, 4)), draw(on_chip(Mem.L0A, m, k, 2)),
-               draw(on_chip(Mem.L0B, k, n, 2)), dtype=int32 if sdtype == int8 else float32,
+        b.emit(Op.MMAD, draw(on_chip(Mem.ACC, m, n, 4)), draw(on_chip(Mem.LEFT, m, k, 2)),
+               draw(on_chip(Mem.RIGHT, k, n, 2)), dtype=int32 if sdtype == int8 else float32,
                sdtype=sdtype, flags=draw(st.sampled_from([0, 2])))
     else:
         op = draw(st.sampled_from(VECTOR_OPS))
         dtype, sdtype = draw(st.sampled_from(DTYPES)), draw(st.sampled_from(DTYPES))
         rows, cols = draw(st.integers(1, 16)), draw(st.integers(1, 200))
-        d = draw(on_chip(Mem.UB, rows, 1 if op in REDUCE else cols, dtype.itemsize))
-        srcs = [draw(on_chip(Mem.UB, rows, cols, sdtype.itemsize))
+        d = draw(on_chip(Mem.VECTOR, rows, 1 if op in REDUCE else cols, dtype.itemsize))
+        srcs = [draw(on_chip(Mem.VECTOR, rows, cols, sdtype.itemsize))
                 for _ in range(2 if op in BINARY else 0 if op == Op.VDUP else 1)]
         b.emit(op, d, *srcs, dtype=dtype, sdtype=sdtype, imm=1.5)
 
@@ -327,7 +330,7 @@ def test_l2_without_evictions_and_with_them(lines, all_hit):
     for _ in range(2):
         b = StreamBuilder()
         for _ in range(2):
-            b.emit(Op.COPY, Operand(Mem.UB, 0, lines, 256, 256),
+            b.emit(Op.COPY, Operand(Mem.VECTOR, 0, lines, 256, 256),
                    Operand(Mem.GM, 0, lines, 256, 256, gm=0), dtype=float16)
             b.emit(Op.BARRIER)
         streams.append(b)
@@ -406,7 +409,7 @@ def test_compiled_check_sees_each_problem():
         a, b = StreamBuilder(), StreamBuilder()
         for builder in (a, b):
             _copy_in(builder)
-            builder.emit(Op.VADD, *(Operand(Mem.UB, 0, 16, 64, 64) for _ in range(3)),
+            builder.emit(Op.VADD, *(Operand(Mem.VECTOR, 0, 16, 64, 64) for _ in range(3)),
                          dtype=float16)
             builder.emit(Op.SYNC_ALL)
         if extra_sync:
@@ -448,7 +451,7 @@ def _program(*streams: StreamBuilder, symbols: tuple[Symbol, ...] = ()) -> Progr
 
 
 def _copy_in(b: StreamBuilder, rows: int = 16) -> None:
-    b.emit(Op.COPY, Operand(Mem.UB, 0, rows, 64, 64), Operand(Mem.GM, 0, rows, 64, 64, gm=0),
+    b.emit(Op.COPY, Operand(Mem.VECTOR, 0, rows, 64, 64), Operand(Mem.GM, 0, rows, 64, 64, gm=0),
            dtype=float16)
 
 
@@ -502,17 +505,17 @@ def test_first_deadlock_reached_is_the_one_reported():
 def test_invalid_programs_fail_alike():
     """What the engine leaves to the reference raises the reference's errors."""
     no_path = StreamBuilder()   # GM -> L0A: ascend910b has no such path
-    no_path.emit(Op.COPY, Operand(Mem.L0A, 0, 16, 16, 16), Operand(Mem.GM, 0, 16, 16, 16, gm=0),
+    no_path.emit(Op.COPY, Operand(Mem.LEFT, 0, 16, 16, 16), Operand(Mem.GM, 0, 16, 16, 16, gm=0),
                  dtype=float16, pipe=Pipe.MTE2)
     assert "no data path GM->L0A" in assert_same_error(_program(no_path, symbols=SYMBOLS),
                                                        pypto.TargetError)
     empty_read = StreamBuilder()  # a GM read of no lines: the reference divides by zero
-    empty_read.emit(Op.COPY, Operand(Mem.UB, 0, 0, 8, 8), Operand(Mem.GM, 0, 0, 8, 8, 2, gm=0),
+    empty_read.emit(Op.COPY, Operand(Mem.VECTOR, 0, 0, 8, 8), Operand(Mem.GM, 0, 0, 8, 8, 2, gm=0),
                     dtype=float16)
     assert_same_error(_program(empty_read, symbols=SYMBOLS), ZeroDivisionError)
     bad_dtype = StreamBuilder()
-    bad_dtype.emit(Op.MMAD, Operand(Mem.L0C, 0, 16, 16, 16), Operand(Mem.L0A, 0, 16, 16, 16),
-                   Operand(Mem.L0B, 0, 16, 16, 16), dtype=float32, sdtype=int32)
+    bad_dtype.emit(Op.MMAD, Operand(Mem.ACC, 0, 16, 16, 16), Operand(Mem.LEFT, 0, 16, 16, 16),
+                   Operand(Mem.RIGHT, 0, 16, 16, 16), dtype=float32, sdtype=int32)
     assert_same_error(_program(bad_dtype), pypto.TargetError)
 
 
@@ -520,7 +523,7 @@ def test_huge_sizes_are_left_to_the_reference():
     """A vector op of (2**31 - 1)**2 float32 elements: its byte count overflows an int64,
     so the reference engine (with Python integers) times it."""
     b = StreamBuilder()
-    b.emit(Op.VADD, *(Operand(Mem.UB, 0, 2**31 - 1, 2**31 - 1, 0, 0) for _ in range(3)),
+    b.emit(Op.VADD, *(Operand(Mem.VECTOR, 0, 2**31 - 1, 2**31 - 1, 0, 0) for _ in range(3)),
            dtype=float32)
     program = _program(b)
     target = TARGETS["ascend910b"]
@@ -532,7 +535,7 @@ def test_far_addresses_are_left_to_the_reference(monkeypatch):
     """On the stress target (2 L2 sets) a read 2**40 elements in has an L2 tag beyond
     int32: the reference times it, with the same result."""
     b = StreamBuilder()
-    b.emit(Op.COPY, Operand(Mem.UB, 0, 4, 64, 64), Operand(Mem.GM, 2**40, 4, 64, 64, gm=0),
+    b.emit(Op.COPY, Operand(Mem.VECTOR, 0, 4, 64, 64), Operand(Mem.GM, 2**40, 4, 64, 64, gm=0),
            dtype=float16)
     _copy_in(b)
     program, target = _program(b, symbols=SYMBOLS), ALL_TARGETS["stress"]
@@ -577,20 +580,24 @@ def test_extension_is_built_and_used():
     assert fast._engine().OK == 0
 
 
-def test_missing_extension_falls_back_to_the_reference_once(monkeypatch):
+def test_missing_extension_falls_back_to_the_reference_once():
     b = StreamBuilder()
     _copy_in(b)
     program, target = _program(b, symbols=SYMBOLS), TARGETS["ascend910b"]
     want = fast.simulate(program, target, 0)
-    monkeypatch.delenv("PYPTO_SIM", raising=False)
-    monkeypatch.setitem(sys.modules, "pypto.sim._engine", None)  # makes the import fail
-    monkeypatch.delattr(pypto.sim, "_engine", raising=False)
-    monkeypatch.setattr(timing, "_warned", False)
-    with pytest.warns(UserWarning, match="pip install -e") as caught:
-        first = timing.simulate(program, target, bound_cycles=0)
-        again = timing.simulate(program, target, bound_cycles=0)
+    with native.not_built("pypto.sim._engine"):
+        with pytest.warns(RuntimeWarning, match="pip install -e") as caught:
+            assert timing.engine_name() == "reference"
+            first = timing.simulate(program, target, bound_cycles=0)
+            again = timing.simulate(program, target, bound_cycles=0)
     assert len(caught) == 1
     assert first.same_timing(want) and again.same_timing(want)
+
+
+def test_the_switch_selects_the_reference_engine():
+    with native.force_python():
+        assert timing.engine_name() == "reference"
+    assert timing.engine_name() == "cython"
 
 
 def test_importing_pypto_does_not_load_the_engine():

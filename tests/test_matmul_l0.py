@@ -60,8 +60,8 @@ def test_the_walk_reloads_only_the_tile_that_changes():
     mn, nm = base.replace(l0_order="mn"), base.replace(l0_order="nm")
     assert not validate(wl, mn, TARGET) and not validate(wl, nm, TARGET)
     p_mn, p_nm = lower(wl, mn, TARGET), lower(wl, nm, TARGET)
-    assert (_loads(p_mn, Mem.L0A), _loads(p_mn, Mem.L0B)) == (4, 8)
-    assert (_loads(p_nm, Mem.L0A), _loads(p_nm, Mem.L0B)) == (8, 2)
+    assert (_loads(p_mn, Mem.LEFT), _loads(p_mn, Mem.RIGHT)) == (4, 8)
+    assert (_loads(p_nm, Mem.LEFT), _loads(p_nm, Mem.RIGHT)) == (8, 2)
     mmads = [int((c["op"] == Op.MMAD).sum()) for c in p_mn.cores]
     assert mmads == [8]
 

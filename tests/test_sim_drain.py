@@ -27,10 +27,10 @@ def drain_program(out_dtype, then_read: bool = False) -> Program:  # type: ignor
     optionally, the same region read back into UB."""
     b = StreamBuilder()
     out = Operand(Mem.GM, 0, M, N, 2 * N, 1, gm=0)
-    b.emit(Op.COPY, out, Operand(Mem.L0C, 0, M, N, N), dtype=out_dtype, sdtype=float32)
+    b.emit(Op.COPY, out, Operand(Mem.ACC, 0, M, N, N), dtype=out_dtype, sdtype=float32)
     if then_read:
         b.emit(Op.BARRIER)
-        b.emit(Op.COPY, Operand(Mem.UB, 0, M, N, N), Operand(Mem.GM, 0, M, N, 2 * N, 1, gm=0),
+        b.emit(Op.COPY, Operand(Mem.VECTOR, 0, M, N, N), Operand(Mem.GM, 0, M, N, 2 * N, 1, gm=0),
                dtype=out_dtype)
     symbols = (Symbol("c", out_dtype, (M, 2 * N), "out"),)
     return Program("drain", TARGET.name, symbols, (b.array(),))
@@ -48,7 +48,7 @@ def test_drain_writes_output_bytes_and_reads_accumulator_bytes(out_dtype):
     r = both(drain_program(out_dtype))
     written = M * N * out_dtype.itemsize
     assert r.gm_write_bytes == written
-    assert r.path_bytes[Mem.L0C, Mem.GM] == written
+    assert r.path_bytes[Mem.ACC, Mem.GM] == written
     # the pipe's time: the fp32 read at the path rate, plus the per-row cost, whatever
     # the output type
     path = TARGET.path("L0C", "GM")
@@ -68,11 +68,11 @@ def test_drained_lines_are_the_output_tensors(out_dtype):
 
 def test_drain_to_ub_counts_output_bytes():
     b = StreamBuilder()
-    b.emit(Op.COPY, Operand(Mem.UB, 0, 64, 128, 128), Operand(Mem.L0C, 0, 64, 128, 128),
+    b.emit(Op.COPY, Operand(Mem.VECTOR, 0, 64, 128, 128), Operand(Mem.ACC, 0, 64, 128, 128),
            dtype=float16, sdtype=float32)
     program = Program("drain_ub", TARGET.name, (), (b.array(),))
     r = both(program)
-    assert r.path_bytes[Mem.L0C, Mem.UB] == 64 * 128 * 2
+    assert r.path_bytes[Mem.ACC, Mem.VECTOR] == 64 * 128 * 2
     path = TARGET.path("L0C", "UB")
     assert r.pipe_busy[0, Pipe.FIX] == math.ceil(64 * 128 * 4 / path.bytes_per_cycle
                                                  + 64 * path.row_cycles)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import sys
 import warnings
 from types import ModuleType
 
@@ -13,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pypto import native
 from pypto.codegen.isa import INSTR, Mem, Op, Pipe
 from pypto.codegen.program import Operand, StreamBuilder
 from pypto.ir.dtypes import float16, float32, int8
@@ -73,8 +73,8 @@ def test_extension_matches_reference(instr: np.ndarray, step: int) -> None:
 def test_hand_computed_example() -> None:
     stream = StreamBuilder()
     gm = Operand(Mem.GM, 0, 32, 64, 64, gm=0)
-    l1 = Operand(Mem.L1, 0, 32, 64, 64)
-    ub = Operand(Mem.UB, 0, 32, 64, 64)
+    l1 = Operand(Mem.STAGE, 0, 32, 64, 64)
+    ub = Operand(Mem.VECTOR, 0, 32, 64, 64)
     stream.emit(Op.COPY, l1, gm, dtype=float16)  # 32*64*2 = 4096 bytes GM -> L1
     stream.emit(Op.COPY, l1, gm, dtype=float32)  # 32*64*4 = 8192 bytes GM -> L1
     stream.emit(Op.COPY, gm, ub, dtype=int8)     # 32*64*1 = 2048 bytes UB -> GM
@@ -84,8 +84,8 @@ def test_hand_computed_example() -> None:
     for impl in (stats.python_program_stats, _extension().program_stats, stats.program_stats):
         counts, paths = impl(instr)
         assert counts.tolist() == [1, 2, 0, 0, 0, 1, 1]  # SCALAR, MTE2 x2, VEC, MTE3
-        assert paths[Mem.GM, Mem.L1] == 4096 + 8192
-        assert paths[Mem.UB, Mem.GM] == 2048
+        assert paths[Mem.GM, Mem.STAGE] == 4096 + 8192
+        assert paths[Mem.VECTOR, Mem.GM] == 2048
         assert paths.sum() == 4096 + 8192 + 2048
 
 
@@ -112,26 +112,22 @@ def test_wrong_array_type_is_rejected() -> None:
         stats.program_stats(np.zeros(3, dtype=np.int64))
 
 
-def test_env_var_forces_reference(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PYPTO_SIM", "ref")
+def test_the_switch_selects_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYPTO_IMPL", "python")
     assert stats._implementation() is stats.python_program_stats
-    monkeypatch.delenv("PYPTO_SIM")
+    monkeypatch.delenv("PYPTO_IMPL")
     assert stats._implementation() is _extension().program_stats
+    with native.force_python():
+        assert stats._implementation() is stats.python_program_stats
 
 
-def test_missing_extension_warns_once_and_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("PYPTO_SIM", raising=False)
-    monkeypatch.setitem(sys.modules, "pypto.sim._stats", None)  # makes the import fail
-    stats._extension.cache_clear()
-    try:
-        instr = np.zeros(4, dtype=INSTR)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            first = stats.program_stats(instr)
-            stats.program_stats(instr)
-        assert len(caught) == 1
-        assert "pip install -e ." in str(caught[0].message)
-        assert caught[0].filename == __file__  # points at the caller
-        assert first[0][0] == 4
-    finally:
-        stats._extension.cache_clear()
+def test_missing_extension_warns_once_and_falls_back() -> None:
+    instr = np.zeros(4, dtype=INSTR)
+    with native.not_built("pypto.sim._stats"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = stats.program_stats(instr)
+        stats.program_stats(instr)
+    assert len(caught) == 1
+    assert "pip install -e ." in str(caught[0].message)
+    assert caught[0].filename == __file__  # points at the caller
+    assert first[0][0] == 4

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pypto
+from pypto import native
 from pypto.codegen import lower as lowering
-from pypto.codegen import program as program_module
 from pypto.codegen import sync
 from pypto.codegen.isa import F_ACCUMULATE, INSTR, Mem, Op, Pipe
 from pypto.codegen.program import Operand, StreamBuilder, emit_reference
@@ -149,7 +149,7 @@ def test_default_gemm_streams_are_identical():
 # -- (b) hand-built streams -------------------------------------------------------------------
 
 # A few memories with small address ranges, so regions overlap often.
-MEMS = (Mem.L1, Mem.L0A, Mem.L0C, Mem.UB)
+MEMS = (Mem.STAGE, Mem.LEFT, Mem.ACC, Mem.VECTOR)
 CODES = (float16.code, float32.code, int8.code, int32.code)
 OPS = (Op.COPY, Op.MMAD, Op.VADD, Op.VEXP, Op.NOP, Op.BARRIER, Op.SYNC_ALL,
        Op.SET_FLAG, Op.WAIT_FLAG)
@@ -200,11 +200,11 @@ def test_out_of_event_ids_moves_the_set_later():
     whose use then needs no flag of its own)."""
     b = StreamBuilder()
     for slot in range(3):
-        b.emit(Op.COPY, Operand(Mem.L1, 4096 * slot, 16, 16, 16),
+        b.emit(Op.COPY, Operand(Mem.STAGE, 4096 * slot, 16, 16, 16),
                Operand(Mem.GM, 256 * slot, 16, 16, 16, gm=0), dtype=float16)
     for slot in range(3):
-        b.emit(Op.COPY, Operand(Mem.L0A, 512 * slot, 16, 16, 16),
-               Operand(Mem.L1, 4096 * slot, 16, 16, 16), dtype=float16)
+        b.emit(Op.COPY, Operand(Mem.LEFT, 512 * slot, 16, 16, 16),
+               Operand(Mem.STAGE, 4096 * slot, 16, 16, 16), dtype=float16)
     ops = [Op(op).name for op in assert_same_sync(b.array(), 1)["op"]]
     assert ops == ["COPY", "SET_FLAG", "COPY", "COPY", "WAIT_FLAG", "COPY", "SET_FLAG",
                    "WAIT_FLAG", "COPY", "COPY"]
@@ -214,9 +214,9 @@ def test_out_of_event_ids_moves_the_set_later():
 
 def _two_copies() -> np.ndarray:
     b = StreamBuilder()
-    b.emit(Op.COPY, Operand(Mem.L1, 0, 4, 16, 16), Operand(Mem.GM, 0, 4, 16, 16, gm=0),
+    b.emit(Op.COPY, Operand(Mem.STAGE, 0, 4, 16, 16), Operand(Mem.GM, 0, 4, 16, 16, gm=0),
            dtype=float16)
-    b.emit(Op.COPY, Operand(Mem.L0A, 0, 4, 16, 16), Operand(Mem.L1, 0, 4, 16, 16),
+    b.emit(Op.COPY, Operand(Mem.LEFT, 0, 4, 16, 16), Operand(Mem.STAGE, 0, 4, 16, 16),
            dtype=float16)
     return b.array()
 
@@ -306,30 +306,23 @@ def test_lowering_is_identical_without_the_extension(data, case):
     wl, target = case
     schedule = data.draw(random_schedule(wl, target))
     fast = lowering.lower(wl, schedule, target)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(StreamBuilder, "emit", emit_reference)
-        mp.setattr(program_module, "_compiled", None)
-        mp.setenv("PYPTO_SYNC", "ref")
+    with native.force_python():
+        assert StreamBuilder().emit.__func__ is emit_reference
+        assert sync._extension() is None
         slow = lowering.lower(wl, schedule, target)
     assert fast == slow
     assert [c.tobytes() for c in fast.cores] == [c.tobytes() for c in slow.cores]
 
 
-def test_missing_extension_warns_once(monkeypatch):
-    import sys
-
-    import pypto.codegen
-
-    monkeypatch.setitem(sys.modules, "pypto.codegen._sync", None)  # import fails
-    monkeypatch.delattr(pypto.codegen, "_sync")
-    monkeypatch.setattr(sync, "_looked", False)
-    monkeypatch.setattr(sync, "_compiled", None)
-    b = StreamBuilder()
-    b.emit(Op.COPY, Operand(Mem.L1, 0, 4, 16, 16), Operand(Mem.GM, 0, 4, 16, 16, gm=0),
-           dtype=float16)
-    with pytest.warns(UserWarning, match="pip install -e ."):
-        first = sync.insert_sync(b.array(), 8)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        again = sync.insert_sync(b.array(), 8)
+def test_missing_extension_warns_once():
+    with native.not_built("pypto.codegen._sync"):
+        with pytest.warns(RuntimeWarning, match="pip install -e .") as caught:
+            b = StreamBuilder()
+        assert caught[0].filename == __file__  # points at the caller
+        b.emit(Op.COPY, Operand(Mem.STAGE, 0, 4, 16, 16), Operand(Mem.GM, 0, 4, 16, 16, gm=0),
+               dtype=float16)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            first = sync.insert_sync(b.array(), 8)
+            again = sync.insert_sync(b.array(), 8)
     assert first.tobytes() == again.tobytes() == reference(b.array(), 8).tobytes()

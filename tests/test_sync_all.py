@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import pypto
 from pypto.codegen.asm import parse, print_program
 from pypto.codegen.isa import F_ATOMIC, Mem, Op, Pipe
+from pypto.codegen.memories import memory_map
 from pypto.codegen.program import Operand, Program, StreamBuilder, Symbol
 from pypto.errors import SimError
 from pypto.ir.dtypes import float16, float32
@@ -37,13 +38,13 @@ def _program(*streams: StreamBuilder) -> Program:
 
 
 def _read(b: StreamBuilder, rows: int) -> None:
-    b.emit(Op.COPY, Operand(Mem.UB, 0, rows, 64, 64), Operand(Mem.GM, 0, rows, 64, 64, gm=0),
+    b.emit(Op.COPY, Operand(Mem.VECTOR, 0, rows, 64, 64), Operand(Mem.GM, 0, rows, 64, 64, gm=0),
            dtype=float16)
 
 
 def _write(b: StreamBuilder, flags: int = 0, dst: Mem = Mem.GM) -> None:
     d = Operand(Mem.GM, 0, 16, 64, 64, gm=1) if dst == Mem.GM else Operand(dst, 0, 16, 64, 64)
-    b.emit(Op.COPY, d, Operand(Mem.UB, 0, 16, 64, 64), dtype=float16, flags=flags)
+    b.emit(Op.COPY, d, Operand(Mem.VECTOR, 0, 16, 64, 64), dtype=float16, flags=flags)
 
 
 def _no_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -173,13 +174,14 @@ def test_an_atomic_copy_is_timed_as_a_plain_gm_write():
     check_program(_program(atomic), TARGET)
 
 
-@pytest.mark.parametrize("dst", [Mem.L1, Mem.UB])
+@pytest.mark.parametrize("dst", [Mem.STAGE, Mem.VECTOR])
 def test_an_atomic_copy_into_a_core_memory_is_an_error(dst):
     b = StreamBuilder()
     _read(b, 16)
     _write(b, F_ATOMIC, dst=dst)
     with pytest.raises(SimError, match=r"core 0, instruction 1 \(COPY\.F16\.ATOMIC "
-                                       rf"{dst.name}\[.*\]\): .*COPY into GM"):
+                                       rf"{memory_map(TARGET).names[dst]}\[.*\]\): .*COPY "
+                                       "into GM"):
         check_program(_program(b), TARGET)
     with pytest.raises(SimError, match="COPY into GM"):
         simulate(_program(b), TARGET)
@@ -187,7 +189,7 @@ def test_an_atomic_copy_into_a_core_memory_is_an_error(dst):
 
 def test_an_atomic_flag_on_another_instruction_is_an_error():
     b = StreamBuilder()
-    b.emit(Op.VADD, *[Operand(Mem.UB, 0, 1, 16, 16)] * 3, dtype=float32, flags=F_ATOMIC)
+    b.emit(Op.VADD, *[Operand(Mem.VECTOR, 0, 1, 16, 16)] * 3, dtype=float32, flags=F_ATOMIC)
     with pytest.raises(SimError, match=r"instruction 0 \(VADD\.F32\.ATOMIC .*COPY into GM"):
         check_program(_program(b), TARGET)
 

@@ -27,7 +27,7 @@ def test_roles_sharing_a_memory_get_disjoint_buffers():
         pypto.spec((256,), "float16"), target="mlu370")
     stream = compiled.programs[0].cores[0]
     mmad = stream[stream["op"] == 2]
-    assert (mmad["d_mem"] == Mem.NRAM).all() and (mmad["a_mem"] == Mem.NRAM).all()
+    assert (mmad["d_mem"] == Mem.LEFT).all() and (mmad["a_mem"] == Mem.LEFT).all()
     acc_addrs = set(mmad["d_addr"].tolist())
     left_addrs = set(mmad["a_addr"].tolist())
     assert acc_addrs and left_addrs and not acc_addrs & left_addrs

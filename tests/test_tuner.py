@@ -10,11 +10,15 @@ import textwrap
 import time
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from typer.testing import CliRunner
 
 from pypto.cli import app
+
+if TYPE_CHECKING:
+    from pypto.tuner.result import TaskResult
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -204,7 +208,7 @@ def test_sigkill_loses_nothing_and_measures_nothing_twice(gemm_script: Path,
 def test_seeded_runs_are_reproducible(strategy: str, tmp_path: Path) -> None:
     import pypto
     from pypto.db import open_store
-    from pypto.tuner.loop import tune_task
+    from pypto.tuner.loop import TuneOptions, tune_task
     from pypto.tuner.tasks import extract_tasks
 
     k = pypto.kernel(lambda a, b: pypto.matmul(a, b))
@@ -215,8 +219,65 @@ def test_seeded_runs_are_reproducible(strategy: str, tmp_path: Path) -> None:
     for i in range(2):
         with open_store(f"sqlite:///{tmp_path / f'{strategy}{i}.db'}") as store:
             (task,) = extract_tasks([c])
-            orders.append(tune_task(task, store, strategy, 24, seed=7).order)
+            orders.append(tune_task(task, store, TuneOptions(strategy, 24, seed=7)).order)
     assert len(orders[0]) == 24 and orders[0] == orders[1]
+
+
+def _tune_relu_16(strategy: str, trials: int, url: str,
+                  monkeypatch: pytest.MonkeyPatch) -> tuple[TaskResult, list[tuple[Any, ...]]]:
+    """A seeded run on a 144-point space (a sampler soon repeats itself there); the result
+    and every trial of its study: (number, state, value, params, user attributes)."""
+    import pypto
+    from pypto.db import open_store
+    from pypto.tuner import study as study_module
+    from pypto.tuner.loop import TuneOptions, tune_task
+    from pypto.tuner.tasks import extract_tasks
+
+    studies: list[Any] = []
+    opened = study_module.open_study
+
+    def keep(*args: Any, **kwargs: Any) -> Any:
+        studies.append(opened(*args, **kwargs))
+        return studies[-1]
+
+    monkeypatch.setattr(study_module, "open_study", keep)
+    k = pypto.kernel(lambda a: pypto.relu(a))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (task,) = extract_tasks([k.lower(pypto.spec((16, 16), "float16"))])
+    with open_store(url) as store:
+        res = tune_task(task, store, TuneOptions(strategy, trials, seed=0))
+    (study,) = studies
+    return res, [(t.number, t.state.name, t.value, sorted(t.params.items()),
+                  sorted(t.user_attrs.items())) for t in study.get_trials()]
+
+
+def _unaccounted(res: TaskResult, trials: list[tuple[Any, ...]]) -> int:
+    """Finished trials of the study that the result does not count: the proposal made
+    ahead and given back at the end (0 or 1)."""
+    finished = sum(t[1] in ("COMPLETE", "FAIL") for t in trials)
+    return finished - (res.trials_before + res.trials_run + res.rejected + res.duplicates)
+
+
+def test_a_seeded_run_through_duplicates_and_forced_points_is_the_same_twice(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through duplicate proposals and the random points forced in after them, a seeded run
+    measures the same schedules in the same order, and its study holds the same trials
+    (states, values, parameters); each of them is counted once in the result."""
+    runs = [_tune_relu_16("tpe", 60, f"sqlite:///{tmp_path / f'd{i}.db'}", monkeypatch)
+            for i in range(2)]
+    (first, first_trials), (second, second_trials) = runs
+    assert first.duplicates > 0 and first.trials_total == 60
+    assert first.order == second.order and first_trials == second_trials
+    assert _unaccounted(first, first_trials) in (0, 1)
+
+
+def test_a_space_measured_whole_is_exhausted_and_every_trial_is_counted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    res, trials = _tune_relu_16("random", 400, f"sqlite:///{tmp_path / 'x.db'}", monkeypatch)
+    assert res.status == "exhausted" and res.trials_total == 144
+    assert len(set(res.order)) == len(res.order) == 144
+    assert _unaccounted(res, trials) in (0, 1)
 
 
 def test_proposals_made_ahead_are_taken_in_order_or_given_back() -> None:
@@ -311,5 +372,5 @@ def test_forced_random_points_use_the_strategy_encoding(tmp_path: Path,
     with warnings.catch_warnings(), open_store(f"sqlite:///{tmp_path / 'f.db'}") as store:
         warnings.filterwarnings("error", message="Fixed parameter")
         (task,) = extract_tasks([c])
-        res = loop.tune_task(task, store, "tpe", 15, seed=0)
+        res = loop.tune_task(task, store, loop.TuneOptions("tpe", 15, seed=0))
     assert res.trials_total == 15 and len(set(res.order)) == 15

@@ -374,7 +374,7 @@ def test_a_requeued_schedule_is_not_lost_when_the_budget_fills(url: str) -> None
     import optuna
 
     import pypto
-    from pypto.tuner.loop import tune_task
+    from pypto.tuner.loop import TuneOptions, tune_task
     from pypto.tuner.strategies import get_strategy
     from pypto.tuner.study import open_storage, open_study
     from pypto.tuner.tasks import extract_tasks
@@ -389,6 +389,8 @@ def test_a_requeued_schedule_is_not_lost_when_the_budget_fills(url: str) -> None
     me = WorkerInfo.current()
     ghost = WorkerInfo("ghost", me.host, _dead_pid())
     dead: list[tuple[int, Schedule]] = []
+    ghost_strategy = get_strategy("random", 9)
+    ghost_strategy.bind(task, study)
 
     def meanwhile(_: object) -> None:
         if dead:
@@ -397,13 +399,14 @@ def test_a_requeued_schedule_is_not_lost_when_the_budget_fills(url: str) -> None
 
         peer = task.space.sample(random.Random(5))
         store.add_records([Record.measured(task.workload, task.target, peer, cycles=10**9)])
-        trial, sched = get_strategy("random", 9).propose(study, task.space)
+        proposal = ghost_strategy.propose()
+        sched = proposal.schedule
         assert sched is not None
         assert store.claim(task.workload.key, task.target.key, sched, worker=ghost,
-                           study=study.study_name, trial=trial.number).status == "claimed"
-        dead.append((trial.number, sched))
+                           study=study.study_name, trial=proposal.number).status == "claimed"
+        dead.append((proposal.number, sched))
 
-    res = tune_task(task, store, "random", 4, seed=3, worker=me, shared=True,
+    res = tune_task(task, store, TuneOptions("random", 4, seed=3, shared=True), worker=me,
                     on_progress=meanwhile)
     assert res.requeued == 1 and len(dead) == 1
     (number, sched), fail = dead[0], optuna.trial.TrialState.FAIL

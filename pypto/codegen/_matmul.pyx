@@ -20,14 +20,10 @@ from libc.string cimport memcpy, memset
 from pypto.codegen.instr cimport Instr  # pypto.codegen.isa.INSTR
 
 from pypto.codegen import _sync
-from pypto.codegen.isa import F_ACCUMULATE, F_ATOMIC, F_RELU, F_TRANSPOSE, Mem, Op, Pipe
-from pypto.codegen.program import pipe_of
+
+include "_constants.pxi"   # OP_COPY, MEM_GM, F_ACCUMULATE...: pypto.codegen.isa's values
 
 cnp.import_array()
-
-cdef uint8_t OP_COPY = Op.COPY, OP_MMAD = Op.MMAD, MEM_GM = Mem.GM
-cdef uint16_t FL_ACC = F_ACCUMULATE, FL_ATOMIC = F_ATOMIC, FL_RELU = F_RELU
-cdef uint16_t FL_T = F_TRANSPOSE
 
 
 cdef packed struct Region:   # one operand's fields inside ``Instr`` (d, a or b)
@@ -195,7 +191,7 @@ cdef int compute(Records* out, const Loop* L, const int64_t[:] c, int64_t* a_ctr
             if mi != on_a:
                 region(&a0, L.l0a.mem, slot(&L.l0a, a_ctr[0]), mlen, kkc, L.k0, 1)
                 r = record(out, OP_COPY, L.l0a_pipe, L.in_code, L.in_code,
-                           FL_T if L.ta else 0, -1)
+                           F_TRANSPOSE if L.ta else 0, -1)
                 memcpy(&r.d_mem, &a0, sizeof(Region))
                 l1_to_l0(r, L, a_l1, L.ta, L.m1, mi, mlen, kk, kkc)
                 a_ctr[0] += 1
@@ -203,13 +199,13 @@ cdef int compute(Records* out, const Loop* L, const int64_t[:] c, int64_t* a_ctr
             if ni != on_b:
                 region(&b0, L.l0b.mem, slot(&L.l0b, b_ctr[0]), kkc, nlen, L.n0, 1)
                 r = record(out, OP_COPY, L.l0b_pipe, L.in_code, L.in_code,
-                           FL_T if L.tb else 0, -1)
+                           F_TRANSPOSE if L.tb else 0, -1)
                 memcpy(&r.d_mem, &b0, sizeof(Region))
                 l1_to_l0(r, L, b_l1, not L.tb, L.n1, ni, nlen, kk, kkc)
                 b_ctr[0] += 1
                 on_b = ni
             r = record(out, OP_MMAD, L.cube_pipe, L.acc_code, L.in_code,
-                       0 if (first and kk == 0) else FL_ACC, -1)
+                       0 if (first and kk == 0) else F_ACCUMULATE, -1)
             region(&r.d_mem, L.l0c.mem, base + (mi * L.n1 + ni) * L.acc_isz, mlen, nlen,
                    L.n1, 1)
             memcpy(&r.a_mem, &a0, sizeof(Region))
@@ -222,7 +218,7 @@ cdef int drain(Records* out, const Loop* L, const int64_t[:] c) except -1 nogil:
     """``_Ctx.drain`` without an epilogue: L0C -> GM (FIX, with ReLU or atomic add)."""
     cdef int64_t blk = c[0], batch = c[1], m_at = c[2], n_at = c[3]
     cdef int64_t mcur = min(L.m1, L.m - m_at), ncur = min(L.n1, L.n - n_at)
-    cdef uint16_t flags = (FL_RELU if L.relu else 0) | (FL_ATOMIC if L.atomic else 0)
+    cdef uint16_t flags = (F_RELU if L.relu else 0) | (F_ATOMIC if L.atomic else 0)
     cdef Instr* r = record(out, OP_COPY, L.drain_pipe, L.out_code, L.acc_code, flags,
                            L.out_sym)
     region(&r.d_mem, MEM_GM, (batch * L.m + m_at) * L.n + n_at, mcur, ncur, L.n, 1)
@@ -260,11 +256,11 @@ def pipeline(object sb, object ctx, const int64_t[:, ::1] chunks, int64_t l1_dep
     L.in_code, L.acc_code, L.out_code = ctx.in_dt.code, ctx.acc_dt.code, ctx.out_dt.code
     L.a_l1, L.b_l1 = slots_of(ctx.a_l1), slots_of(ctx.b_l1)
     L.l0a, L.l0b, L.l0c = slots_of(ctx.l0a), slots_of(ctx.l0b), slots_of(ctx.l0c)
-    L.load_pipe = pipe_of(Op.COPY, Mem.GM, ctx.a_l1.mem)
-    L.l0a_pipe = pipe_of(Op.COPY, ctx.a_l1.mem, ctx.l0a.mem)
-    L.l0b_pipe = pipe_of(Op.COPY, ctx.a_l1.mem, ctx.l0b.mem)
-    L.cube_pipe = Pipe.CUBE
-    L.drain_pipe = pipe_of(Op.COPY, ctx.l0c.mem, Mem.GM)
+    L.load_pipe = sb.copy_pipe(MEM_GM, ctx.a_l1.mem)   # the builder's target's data paths
+    L.l0a_pipe = sb.copy_pipe(ctx.a_l1.mem, ctx.l0a.mem)
+    L.l0b_pipe = sb.copy_pipe(ctx.a_l1.mem, ctx.l0b.mem)
+    L.cube_pipe = PIPE_CUBE
+    L.drain_pipe = sb.copy_pipe(ctx.l0c.mem, MEM_GM)
     node = ctx.mm_i if ctx.fix_relu_output is None else ctx.fix_relu_output
     L.out_sym = ctx.gm_out[node] if node in ctx.gm_out else -1
     L.a, L.b = operand_of(a_plan), operand_of(b_plan)

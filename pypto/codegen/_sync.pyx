@@ -43,15 +43,10 @@ cnp.import_array()
 cdef extern from "Python.h":
     long long PyLong_AsLongLongAndOverflow(object, int*) except? -1
 
+include "_constants.pxi"   # NUM_PIPES, MEM_GM, OP_MMAD, ITEMSIZE...: pypto's values
+
 cdef enum:
-    NPIPES = 7          # pypto.codegen.isa.Pipe
-    NPAIRS = NPIPES * NPIPES
-    MEM_NONE = 0
-    MEM_GM = 1
-    OP_SET_FLAG = 3
-    OP_WAIT_FLAG = 4
-    OP_MMAD = 2
-    F_ACCUMULATE = 2
+    NPAIRS = NUM_PIPES * NUM_PIPES
     MAX_EVENT_IDS = 127  # the event field is an int8
 
 # Beyond these an end address (start + span * itemsize) could leave int64.
@@ -128,13 +123,7 @@ cdef struct Access:
 
 cdef inline int itemsize(uint8_t code) noexcept nogil:
     # sync._ITEMSIZE; 0 for a code the reference has no size for
-    if code == 0:
-        return 2
-    if code == 1 or code == 3:
-        return 4
-    if code == 2:
-        return 1
-    return 0
+    return <int>ITEMSIZE[code] if code < NUM_DTYPES else 0
 
 
 cdef inline int extent(uint8_t mem, int64_t addr, int32_t rows, int32_t cols, int64_t rs,
@@ -165,7 +154,7 @@ cdef int64_t collect(const Instr* code, int64_t n, Access* acc, int64_t* first) 
     for i in range(n):
         first[i] = k
         row = &code[i]
-        if row.pipe >= NPIPES:
+        if row.pipe >= NUM_PIPES:
             return -1
         r = extent(row.a_mem, row.a_addr, row.a_rows, row.a_cols, row.a_rs, row.a_cs,
                    row.sdtype, &acc[k])
@@ -432,10 +421,10 @@ cdef int place_flags(const Instr* code, int64_t n, const Access* acc, const int6
     """``sets`` (in the reference's order of appending) and ``waits`` (by row): the
     reference's ``sets_after`` and ``waits_before``. -1 when out of memory."""
     # trees[(pipe * 2 + is_write)]: top then tag, 2 * leaves nodes each
-    cdef int64_t* trees[NPIPES * 2]
+    cdef int64_t* trees[NUM_PIPES * 2]
     cdef uint64_t readers[256]      # memory -> pipes that read it (bit mask)
     cdef uint64_t writers[256]
-    cdef int64_t need[NPIPES]
+    cdef int64_t need[NUM_PIPES]
     cdef int64_t synced[NPAIRS]
     cdef Positions wait_at[NPAIRS]
     cdef int64_t i, k, j, dep, got, nodes = 2 * leaves
@@ -451,11 +440,11 @@ cdef int place_flags(const Instr* code, int64_t n, const Access* acc, const int6
     i = 0
     while status == 0 and i < n:
         p = code[i].pipe
-        for q in range(NPIPES):
+        for q in range(NUM_PIPES):
             need[q] = -1
         for k in range(first[i], first[i + 1]):
             a = &acc[k]
-            for q in range(NPIPES):
+            for q in range(NUM_PIPES):
                 if q == p:
                     continue
                 if writers[a.mem] >> q & 1:
@@ -468,11 +457,11 @@ cdef int place_flags(const Instr* code, int64_t n, const Access* acc, const int6
                     got = highest(trees[t], trees[t] + nodes, leaves, a.start, a.end)
                     if got > need[q]:
                         need[q] = got
-        for q in range(NPIPES):
+        for q in range(NUM_PIPES):
             j = need[q]
-            if j < 0 or j <= synced[q * NPIPES + p]:
+            if j < 0 or j <= synced[q * NUM_PIPES + p]:
                 continue
-            w = &wait_at[q * NPIPES + p]
+            w = &wait_at[q * NUM_PIPES + p]
             # the waits after row j still hold an event id each; with all ids held, the
             # set goes after the wait that frees the id this one will take
             if w.count >= event_ids and w.items[w.count - event_ids] > j:
@@ -480,7 +469,7 @@ cdef int place_flags(const Instr* code, int64_t n, const Access* acc, const int6
             if push(sets, j, q, p) or push(waits, i, q, p) or push_position(w, i):
                 status = -1
                 break
-            synced[q * NPIPES + p] = j
+            synced[q * NUM_PIPES + p] = j
         for k in range(first[i], first[i + 1]):
             a = &acc[k]
             t = p * 2 + a.write
@@ -496,7 +485,7 @@ cdef int place_flags(const Instr* code, int64_t n, const Access* acc, const int6
             else:
                 readers[a.mem] |= 1ULL << p
         i += 1
-    for t in range(NPIPES * 2):
+    for t in range(NUM_PIPES * 2):
         free(trees[t])
     for t in range(NPAIRS):
         free(wait_at[t].items)
@@ -518,7 +507,7 @@ cdef int64_t emit_flags(const Instr* code, int64_t n, Instr* out, const Growing*
                   int64_t* order) noexcept nogil:
     """The reference's ``_emit``: rows with their waits before and sets after, event ids
     taken from and returned to a FIFO per pipe pair. Returns -1 on success, else the
-    pipe pair (src * NPIPES + dst) that ran out of event ids; -2 for a wait with no set
+    pipe pair (src * NUM_PIPES + dst) that ran out of event ids; -2 for a wait with no set
     pending (which the reference would raise on too)."""
     cdef int8_t free_ids[NPAIRS][MAX_EVENT_IDS]
     cdef int64_t free_head[NPAIRS]
@@ -550,7 +539,7 @@ cdef int64_t emit_flags(const Instr* code, int64_t n, Instr* out, const Growing*
     for i in range(n):
         while wk < waits.count and waits.items[wk].at == i:
             f = &waits.items[wk]
-            pair = f.src * NPIPES + f.dst
+            pair = f.src * NUM_PIPES + f.dst
             if pend_count[pair] == 0:
                 return -2
             ev = pending[pair][pend_head[pair]]
@@ -565,7 +554,7 @@ cdef int64_t emit_flags(const Instr* code, int64_t n, Instr* out, const Growing*
         o += 1
         for k in range(sets_by_row[i - 1] if i > 0 else 0, sets_by_row[i]):
             f = &sets.items[order[k]]
-            pair = f.src * NPIPES + f.dst
+            pair = f.src * NUM_PIPES + f.dst
             if free_count[pair] == 0:
                 return pair
             ev = free_ids[pair][free_head[pair]]
@@ -632,8 +621,8 @@ def insert_sync(cnp.ndarray stream, int64_t event_ids):
             from pypto.errors import PyptoError
 
             raise PyptoError(f"internal codegen error: more than {event_ids} flags "
-                             f"outstanding from {Pipe(status // NPIPES).name} to "
-                             f"{Pipe(status % NPIPES).name}")
+                             f"outstanding from {Pipe(status // NUM_PIPES).name} to "
+                             f"{Pipe(status % NUM_PIPES).name}")
         return out
     finally:
         free(acc)
@@ -746,10 +735,9 @@ def pack(list rows):
 cdef object ZERO = 0
 cdef object MINUS_ONE = -1
 cdef object FLOAT_ZERO = 0.0
-# pipe by (opcode, source memory, destination memory) for memories below 16; -1 unknown
-cdef int8_t PIPES[256][16][16]
-memset(PIPES, 0xFF, sizeof(PIPES))
-_PIPES = {}   # the other (opcode, source, destination) -> pipe
+# pipe by opcode (other than COPY, whose pipe is its data path's); -1 not known yet
+cdef int8_t OP_PIPES[256]
+memset(OP_PIPES, 0xFF, sizeof(OP_PIPES))
 
 
 cdef inline void put(tuple row, Py_ssize_t at, object value):
@@ -769,25 +757,28 @@ cdef inline long put_operand(tuple row, Py_ssize_t at, object o) except? -1:
     return mem
 
 
-cdef long pipe_for(long code, long src, long dst) except -1:
-    cdef int8_t known
-    if 0 <= code < 256 and 0 <= src < 16 and 0 <= dst < 16:
-        known = PIPES[code][src][dst]
-        if known >= 0:
-            return known
-        PIPES[code][src][dst] = <int8_t>_pipe_of(code, src, dst)
-        return PIPES[code][src][dst]
-    key = (code, src, dst)
-    if key not in _PIPES:
-        _PIPES[key] = _pipe_of(code, src, dst)
-    return _PIPES[key]
+cdef long pipe_for(object builder, long code, long src, long dst) except -1:
+    """``program.pipe_of(code, src, dst, builder.memories)``."""
+    cdef bytes table
+    cdef unsigned char known
+    if code == OP_COPY:
+        if 0 <= src < NUM_MEMS and 0 <= dst < NUM_MEMS:
+            table = builder._copy_table
+            known = (<unsigned char*><char*>table)[src * NUM_MEMS + dst]
+            if known != 255:
+                return known
+        return int(builder.copy_pipe(src, dst))   # raises: no data path
+    if 0 <= code < 256:
+        if OP_PIPES[code] < 0:
+            OP_PIPES[code] = <int8_t>_pipe_of(code)
+        return OP_PIPES[code]
+    return _pipe_of(code)
 
 
-def _pipe_of(code, src, dst):
-    from pypto.codegen.isa import Mem, Op
+def _pipe_of(code):
     from pypto.codegen.program import pipe_of
 
-    return int(pipe_of(Op(code), Mem(src), Mem(dst)))
+    return int(pipe_of(code))
 
 
 def emit(self, op, *operands, dtype=None, sdtype=None, flags=0, imm=0.0, pipe=None,
@@ -812,7 +803,7 @@ def emit(self, op, *operands, dtype=None, sdtype=None, flags=0, imm=0.0, pipe=No
             if count > 2:
                 if put_operand(row, 21, operands[2]) == MEM_GM:
                     gm = operands[2].gm
-    pipe_code = pipe_for(code, a_mem, d_mem) if pipe is None else pipe
+    pipe_code = pipe_for(self, code, a_mem, d_mem) if pipe is None else pipe
     dcode = dtype.code if dtype is not None else ZERO
     put(row, 0, code)
     put(row, 1, pipe_code)

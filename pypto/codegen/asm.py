@@ -6,6 +6,11 @@ memories (SET_FLAG / WAIT_FLAG name theirs), ``sdtype`` from ``dtype``, ``gm`` f
 GM operand, zero for the rest. A line looks like
 ``VADDS.F16 UB[0x800:16x64,64,1], GM[A][0:16x64,64,1], #1.5  ; a comment``.
 
+Memories are spelled as the program's target names them (``UB`` is the vector memory
+of an Ascend target, ``NRAM`` that of an MLU one; ``pypto.codegen.memories``); for a
+target that is not a packaged one, by role (``VECTOR[...]``), unless the ``Target`` is
+passed.
+
 Example:
     >>> text = ".program p target=t\\n.core 0\\n    BARRIER\\n"
     >>> print_program(parse(text)) == text
@@ -23,9 +28,11 @@ import numpy as np
 
 from pypto.codegen import isa
 from pypto.codegen.isa import INSTR, OPERANDS, Mem, Op, Pipe
-from pypto.codegen.program import COPY_PIPE, Program, Symbol, pipe_of
+from pypto.codegen.memories import MemoryMap, for_target, isa_view, memory_map
+from pypto.codegen.program import Program, Symbol, pipe_of
 from pypto.errors import AsmError
 from pypto.ir.dtypes import BY_CODE, BY_NAME, BY_SUFFIX
+from pypto.targets import Target
 
 _E = TypeVar("_E", bound=IntEnum)
 _NO_DTYPE = frozenset({Op.SET_FLAG, Op.WAIT_FLAG, Op.BARRIER, Op.SYNC_ALL, Op.NOP})
@@ -34,13 +41,11 @@ _WITH_IMM = isa.SCALAR_IMM | {Op.VDUP}
 _FLAGS = {"T": isa.F_TRANSPOSE, "ACC": isa.F_ACCUMULATE, "RELU": isa.F_RELU,
           "ATOMIC": isa.F_ATOMIC}
 _ROLES = ("in", "out", "tmp")
-_MEMS = ", ".join(m.name for m in Mem if m != Mem.NONE)
-_OPERAND_EXAMPLE = "L1[0x0:16x16,16,1] or GM[A][0:16x16,16,1]"
 # Per operand field (mem, addr, rows, cols, rs, cs): the INSTR field giving its range.
 _OPERAND_FIELDS = ("d_mem", "d_addr", "d_rows", "d_cols", "d_rs", "d_cs")
 _RANGE = {name: np.iinfo(INSTR[name]) for name in ("event", *_OPERAND_FIELDS[1:])}
 _FIELD_NAMES: tuple[str, ...] = INSTR.names or ()
-_MEM_CODES = frozenset(m.value for m in Mem if m != Mem.NONE)
+_CODES = frozenset(int(m) for m in Mem)
 
 _NAME = r"[A-Za-z_][\w.]*"
 _INT = r"-?(?:0[xX][0-9a-fA-F]+|\d+)"
@@ -99,12 +104,14 @@ class _Cursor:
 
 # ---------------------------------------------------------------------------- printing
 
-def print_program(program: Program) -> str:
+def print_program(program: Program, target: Target | None = None) -> str:
     """The program as PTO assembly text; ``parse`` reads it back to an equal program.
 
-    Raises ``AsmError`` for a program the text cannot represent (say an instruction
-    whose pipe is not the one its op and memories imply).
+    Memories are named as ``target`` names them (by default the packaged target named by
+    ``program.target``, else by role). Raises ``AsmError`` for a program the text cannot
+    represent (say an instruction whose pipe is not the one its op and memories imply).
     """
+    memories = _memories(program.target, target)
     for what, token in (("program name", program.name), ("target name", program.target)):
         if not re.fullmatch(r"[^\s;]+", token):
             raise AsmError(f"cannot print {what} {token!r}: it must be non-empty, "
@@ -117,7 +124,7 @@ def print_program(program: Program) -> str:
         lines.append(f".core {index}")
         for position, row in enumerate(stream.tolist()):
             try:
-                lines.append("    " + print_instruction(row, program.symbols))
+                lines.append("    " + _print_instruction(row, program.symbols, memories))
             except AsmError as error:
                 raise AsmError(f"core {index}, instruction {position}: {error}") from None
     return "\n".join(lines) + "\n"
@@ -135,12 +142,23 @@ def _format_tensor(symbol: Symbol, names: set[str]) -> str:
     return f".tensor {symbol.name} {symbol.dtype.name} [{shape}] {symbol.role}"
 
 
-def print_instruction(row: Sequence | np.void, symbols: Sequence[Symbol]) -> str:
+def print_instruction(row: Sequence | np.void, symbols: Sequence[Symbol],
+                      target: Target | None = None) -> str:
     """One instruction (a tuple in ``INSTR`` field order, or a record) as text.
 
-    ``symbols`` names the GM tensors. Raises ``AsmError`` if a field the text does not
-    carry differs from what ``parse_instruction`` would derive for it.
+    ``symbols`` names the GM tensors, ``target`` the memories (without one: by role).
+    Raises ``AsmError`` if a field the text does not carry differs from what
+    ``parse_instruction`` would derive for it.
     """
+    return _print_instruction(row, symbols, isa_view() if target is None else memory_map(target))
+
+
+def _memories(name: str, target: Target | None) -> MemoryMap:
+    return for_target(name) if target is None else memory_map(target)
+
+
+def _print_instruction(row: Sequence | np.void, symbols: Sequence[Symbol],
+                       memories: MemoryMap) -> str:
     fields = row.item() if isinstance(row, np.void) else tuple(row)
     op = _decode(Op, fields[0], "opcode")
     mnemonic = _mnemonic(op, fields[4], fields[5], fields[6])
@@ -148,17 +166,19 @@ def print_instruction(row: Sequence | np.void, symbols: Sequence[Symbol]) -> str
         src, dst = (fields[1], fields[2]) if op == Op.SET_FLAG else (fields[2], fields[1])
         text = f"{mnemonic} {_decode(Pipe, src, 'pipe').name}, " \
                f"{_decode(Pipe, dst, 'pipe').name}, {fields[3]}"
-        expected = _make_row(op, 0, 0, fields[6], 0.0, [], fields[1], fields[2], fields[3])
+        expected = _make_row(memories, op, 0, 0, fields[6], 0.0, [], fields[1], fields[2],
+                             fields[3])
     else:
         count = isa.operand_count(op)
         operands = [(*fields[9 + 6 * i:15 + 6 * i], fields[7]) for i in range(count)]
-        parts = [_format_operand(op, i, operand, symbols) for i, operand in enumerate(operands)]
+        parts = [_format_operand(op, i, operand, symbols, memories)
+                 for i, operand in enumerate(operands)]
         imm = float(fields[8]) if op in _WITH_IMM else 0.0
         if op in _WITH_IMM:
             parts.append(f"#{imm!r}")
         text = f"{mnemonic} {', '.join(parts)}" if parts else mnemonic
         try:
-            expected = _make_row(op, fields[4], fields[5], fields[6], imm, operands)
+            expected = _make_row(memories, op, fields[4], fields[5], fields[6], imm, operands)
         except ValueError as error:
             raise AsmError(f"cannot print {text!r}: {error}") from None
     for name, have, want in zip(_FIELD_NAMES, fields, expected):
@@ -189,22 +209,31 @@ def _mnemonic(op: Op, dtype: int, sdtype: int, flags: int) -> str:
     return text + "".join(f".{name}" for name, bit in _FLAGS.items() if flags & bit)
 
 
-def _format_operand(op: Op, index: int, operand: tuple, symbols: Sequence[Symbol]) -> str:
+def _format_operand(op: Op, index: int, operand: tuple, symbols: Sequence[Symbol],
+                    memories: MemoryMap) -> str:
     mem, addr, rows, cols, rs, cs, gm = operand
     region = f"{rows}x{cols},{rs},{cs}]"
+    if mem not in memories.names:
+        if mem == Mem.NONE or mem not in _CODES:
+            raise AsmError(f"cannot print {op.name}: operand {OPERANDS[index]} has no memory "
+                           f"(code {mem}); {op.name} takes {isa.operand_count(op)} memory "
+                           "operands")
+        codes = ", ".join(f"{name} as {code.name}" for code, name in memories.names.items())
+        raise AsmError(f"cannot print {op.name}: operand {OPERANDS[index]} is in "
+                       f"{Mem(mem).name}, a memory code {memories.target} does not use (it "
+                       f"codes {codes})")
+    name = memories.names[mem]
     if mem == Mem.GM:
         if not 0 <= gm < len(symbols):
             raise AsmError(f"cannot print {op.name}: GM tensor index {gm} is not one of the "
                            f"program's {len(symbols)} tensors")
-        return f"GM[{symbols[gm].name}][{addr}:{region}"
-    if mem not in _MEM_CODES:
-        raise AsmError(f"cannot print {op.name}: operand {OPERANDS[index]} has no memory "
-                       f"(code {mem}); {op.name} takes {isa.operand_count(op)} memory operands")
-    return f"{Mem(mem).name}[{addr:#x}:{region}"
+        return f"{name}[{symbols[gm].name}][{addr}:{region}"
+    return f"{name}[{addr:#x}:{region}"
 
 
-def _make_row(op: Op, dtype: int, sdtype: int, flags: int, imm: float, operands: list[tuple],
-              pipe: int | None = None, pipe2: int = 0, event: int = 0) -> tuple:
+def _make_row(memories: MemoryMap, op: Op, dtype: int, sdtype: int, flags: int, imm: float,
+              operands: list[tuple], pipe: int | None = None, pipe2: int = 0,
+              event: int = 0) -> tuple:
     """The INSTR tuple with every field the text does not carry derived (as StreamBuilder)."""
     gm = -1
     packed: list[int] = []
@@ -213,21 +242,24 @@ def _make_row(op: Op, dtype: int, sdtype: int, flags: int, imm: float, operands:
         packed += (mem, addr, rows, cols, rs, cs)
     packed += [0] * (18 - len(packed))
     if pipe is None:
-        src = Mem(operands[1][0]) if len(operands) > 1 else Mem.NONE
-        dst = Mem(operands[0][0]) if operands else Mem.NONE
-        pipe = int(pipe_of(op, src, dst))
+        src = operands[1][0] if len(operands) > 1 else Mem.NONE
+        dst = operands[0][0] if operands else Mem.NONE
+        pipe = int(pipe_of(op, src, dst, memories))
     return (int(op), pipe, pipe2, event, dtype, sdtype, flags, gm, float(imm), *packed)
 
 
 # ----------------------------------------------------------------------------- parsing
 
-def parse(text: str) -> Program:
+def parse(text: str, target: Target | None = None) -> Program:
     """Read PTO assembly (as ``print_program`` writes it) into a ``Program``.
 
-    Blank lines and ``;`` comments are ignored; mnemonics, memories and pipes may be in
-    any case. Raises ``AsmError`` with the line and column of the first problem.
+    Memories are read as ``target`` names them (by default the packaged target the
+    ``.program`` line names, else by role). Blank lines and ``;`` comments are ignored;
+    mnemonics, memories and pipes may be in any case. Raises ``AsmError`` with the line
+    and column of the first problem.
     """
     header: tuple[str, str] | None = None
+    memories = isa_view()
     symbols: list[Symbol] = []
     cores: list[list[tuple]] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
@@ -243,10 +275,11 @@ def parse(text: str) -> Program:
         if keyword is None and not cores:
             cursor.fail("instruction before .core: start a core with a '.core N' line", start)
         if keyword is None:
-            cores[-1].append(_parse_instruction(cursor, symbols))
+            cores[-1].append(_parse_instruction(cursor, symbols, memories))
         elif keyword == "program" and header is None:
             found = cursor.match(_HEADER) or cursor.fail("expected .program NAME target=TARGET")
             header = (found.group(1), found.group(2))
+            memories = _memories(header[1], target)
         elif keyword == "program":
             cursor.fail("a second .program line: a text holds one program", start)
         elif keyword == "tensor" and cores:
@@ -290,17 +323,22 @@ def _parse_tensor(cursor: _Cursor, symbols: list[Symbol]) -> Symbol:
     return Symbol(name, dtype, tuple(int(dim.group()) for dim in dims_found), role)
 
 
-def parse_instruction(line: str, symbols: Sequence[Symbol], lineno: int = 1) -> tuple:
+def parse_instruction(line: str, symbols: Sequence[Symbol], lineno: int = 1,
+                      target: Target | None = None) -> tuple:
     """One instruction line as a tuple in ``INSTR`` field order (as ``StreamBuilder.rows``).
 
-    ``symbols`` are the GM tensors operands may name; ``lineno`` goes into errors.
+    ``symbols`` are the GM tensors operands may name, ``target`` names the memories
+    (without one: by role); ``lineno`` goes into errors.
     """
-    return _parse_instruction(_Cursor(line, lineno), symbols)
+    memories = isa_view() if target is None else memory_map(target)
+    return _parse_instruction(_Cursor(line, lineno), symbols, memories)
 
 
-def _parse_instruction(cursor: _Cursor, symbols: Sequence[Symbol]) -> tuple:
+def _parse_instruction(cursor: _Cursor, symbols: Sequence[Symbol],
+                       memories: MemoryMap) -> tuple:
     if cursor.at_end():
-        cursor.fail("expected an instruction, like VADD.F16 UB[0x0:16x16,16,1], ...")
+        vector = memories.names[memories.roles["vector"]]
+        cursor.fail(f"expected an instruction, like VADD.F16 {vector}[0x0:16x16,16,1], ...")
     found = cursor.match(_MNEMONIC) or cursor.fail(
         "expected an instruction mnemonic, like VADD.F16")
     start = found.start()
@@ -323,7 +361,7 @@ def _parse_instruction(cursor: _Cursor, symbols: Sequence[Symbol]) -> tuple:
                         f"found {index}")
         if index and not cursor.match(_COMMA):
             cursor.fail(f"expected ',' before operand {kind} of {op.name}")
-        values.append(_parse_operand(cursor, kind, symbols, values))
+        values.append(_parse_operand(cursor, kind, symbols, values, memories))
     if not cursor.at_end():
         if kinds and cursor.text[cursor.pos] == ",":
             cursor.fail(f"too many operands: {op.name} takes {len(kinds)} ({', '.join(kinds)})")
@@ -333,13 +371,12 @@ def _parse_instruction(cursor: _Cursor, symbols: Sequence[Symbol]) -> tuple:
     if op in _SYNC:
         src, dst, event = values
         pipe, pipe2 = (src, dst) if op == Op.SET_FLAG else (dst, src)
-        return _make_row(op, 0, 0, flags, 0.0, [], pipe, pipe2, event)
+        return _make_row(memories, op, 0, 0, flags, 0.0, [], pipe, pipe2, event)
     imm = values.pop() if op in _WITH_IMM else 0.0
     try:
-        return _make_row(op, dtype, sdtype, flags, imm, values)
+        return _make_row(memories, op, dtype, sdtype, flags, imm, values)
     except ValueError as error:  # a COPY between memories with no path
-        paths = ", ".join(f"{src.name}->{dst.name}" for src, dst in COPY_PIPE)
-        cursor.fail(f"{error} (COPY paths: {paths})", start)
+        cursor.fail(f"{error} (COPY paths: {memories.paths()})", start)
 
 
 def _parse_suffixes(cursor: _Cursor, op: Op, suffixes: list[str], pos: int
@@ -365,8 +402,8 @@ def _parse_suffixes(cursor: _Cursor, op: Op, suffixes: list[str], pos: int
     return (dtypes[0], dtypes[-1], flags) if dtypes else (0, 0, flags)
 
 
-def _parse_operand(cursor: _Cursor, kind: str, symbols: Sequence[Symbol], previous: list
-                   ) -> int | float | tuple:
+def _parse_operand(cursor: _Cursor, kind: str, symbols: Sequence[Symbol], previous: list,
+                   memories: MemoryMap) -> int | float | tuple:
     start = cursor.pos
     if kind.endswith("pipe"):
         word = cursor.match(_WORD)
@@ -384,20 +421,28 @@ def _parse_operand(cursor: _Cursor, kind: str, symbols: Sequence[Symbol], previo
             return float(found.group(1))
         except ValueError:
             cursor.fail(f"expected a number after '#', got {found.group(1)!r}", start)
-    return _parse_memory(cursor, symbols, previous)
+    return _parse_memory(cursor, symbols, previous, memories)
 
 
-def _parse_memory(cursor: _Cursor, symbols: Sequence[Symbol], previous: list) -> tuple:
+def _operand_example(memories: MemoryMap) -> str:
+    vector, gm = memories.names[memories.roles["vector"]], memories.names[Mem.GM]
+    return f"{vector}[0x0:16x16,16,1] or {gm}[A][0:16x16,16,1]"
+
+
+def _parse_memory(cursor: _Cursor, symbols: Sequence[Symbol], previous: list,
+                  memories: MemoryMap) -> tuple:
     start = cursor.pos
     found = cursor.match(_MEM_NAME) or cursor.fail(
-        f"expected a memory operand like {_OPERAND_EXAMPLE}")
-    mem = Mem.__members__.get(found.group(1).upper())
-    if mem is None or mem == Mem.NONE:
-        cursor.fail(f"unknown memory {found.group(1)!r} (expected one of {_MEMS})", start)
+        f"expected a memory operand like {_operand_example(memories)}")
+    mem = memories.code(found.group(1))
+    if mem is None:
+        known = ", ".join(memories.names.values())
+        on = f" on {memories.target}" if memories.target else ""
+        cursor.fail(f"unknown memory {found.group(1)!r}{on} (expected one of {known})", start)
     gm = -1
     if mem == Mem.GM:
         tensor = cursor.match(_GM_TENSOR) or cursor.fail(
-            "expected a tensor name: GM[NAME][OFFSET:ROWSxCOLS,RS,CS]")
+            f"expected a tensor name: {found.group(1)}[NAME][OFFSET:ROWSxCOLS,RS,CS]")
         names = [s.name for s in symbols]
         if tensor.group(1) not in names:
             declared = ", ".join(names) if names else "none"
@@ -407,6 +452,7 @@ def _parse_memory(cursor: _Cursor, symbols: Sequence[Symbol], previous: list) ->
         if any(o[0] == Mem.GM and o[6] != gm for o in previous):
             cursor.fail("an instruction can name only one GM tensor", tensor.start(1))
     region = cursor.match(_REGION) or cursor.fail(
-        f"expected [ADDR:ROWSxCOLS,RS,CS] after {mem.name}, like {_OPERAND_EXAMPLE}")
+        f"expected [ADDR:ROWSxCOLS,RS,CS] after {found.group(1)}, like "
+        f"{_operand_example(memories)}")
     numbers = [cursor.number(region, i + 1, field) for i, field in enumerate(_OPERAND_FIELDS[1:])]
     return (int(mem), *numbers, gm)

@@ -5,10 +5,15 @@ A ``Program`` stores each core's instruction stream as a NumPy structured array 
 up to three operands: ``d`` (destination) and ``a``, ``b`` (sources). An operand names
 a memory and a 2-D region in it:
 
-* on-chip memories: ``addr`` is a byte address; ``rows`` x ``cols`` elements with a row
-  stride ``rs`` and a column stride ``cs`` (both in elements);
+* on-chip memories (``Mem`` names them by role): ``addr`` is a byte address; ``rows``
+  x ``cols`` elements with a row stride ``rs`` and a column stride ``cs`` (both in
+  elements);
 * ``GM``: the tensor is ``gm`` (a symbol index), ``addr`` is an element offset, and
   ``rs``/``cs`` are element strides (``0`` repeats: broadcasting).
+
+The compiled extensions use these numbers too: ``setup.py`` runs this file by path (so
+it imports only the standard library and NumPy) and writes them into
+``pypto/_constants.pxi``.
 """
 
 from __future__ import annotations
@@ -19,34 +24,42 @@ import numpy as np
 
 
 class Pipe(enum.IntEnum):
+    """The units a core runs instructions on. Which pipe a COPY runs on is the target's
+    data path's (``pypto.codegen.memories``); the comments give the usual ones."""
+
     SCALAR = 0
-    MTE2 = 1   # GM -> L1 / UB
-    MTE1 = 2   # L1 -> L0A / L0B
+    MTE2 = 1   # loads: global -> stage / vector
+    MTE1 = 2   # stage -> left / right
     CUBE = 3   # matrix unit
-    FIX = 4    # L0C -> GM / UB, with conversion
-    VEC = 5    # vector unit, on UB
-    MTE3 = 6   # UB -> GM
+    FIX = 4    # accumulator -> global / vector, with conversion
+    VEC = 5    # vector unit
+    MTE3 = 6   # stores: vector -> global
 
 
 class Mem(enum.IntEnum):
+    """A memory, by the role it plays (``pypto.targets.ROLES``, in that order); each
+    target names the memory of each role. A memory that plays several roles on a target
+    (one that holds the left operand, the accumulator and the vector buffers) has the
+    code of the first: see ``pypto.codegen.memories``."""
+
     NONE = 0
-    GM = 1
-    L1 = 2
-    L0A = 3
-    L0B = 4
-    L0C = 5
-    UB = 6
-    # Cambricon MLU-class: neuron RAM (activations, vector, accumulation), weight RAM,
-    # and the cluster's shared SRAM (staging)
-    NRAM = 7
-    WRAM = 8
-    SRAM = 9
+    GM = 1        # global: the off-chip memory every kernel reads and writes
+    STAGE = 2     # on-chip staging of the cube's operands
+    LEFT = 3      # the cube's left operand
+    RIGHT = 4     # the cube's right operand
+    ACC = 5       # the cube's accumulator
+    VECTOR = 6    # the vector unit's operands
+
+
+#: The role (``pypto.targets.ROLES``) each memory code stands for.
+ROLE = {Mem.GM: "global", Mem.STAGE: "stage", Mem.LEFT: "left", Mem.RIGHT: "right",
+        Mem.ACC: "acc", Mem.VECTOR: "vector"}
 
 
 class Op(enum.IntEnum):
     NOP = 0
     COPY = 1        # d <- a, a DMA; pipe set by the (a.mem, d.mem) path of the target
-    MMAD = 2        # d(L0C) (+)= a(L0A) @ b(L0B); m, n, k from the operand shapes
+    MMAD = 2        # d(ACC) (+)= a(LEFT) @ b(RIGHT); m, n, k from the operand shapes
     SET_FLAG = 3    # pipe: source pipe, pipe2: destination pipe, event: id
     WAIT_FLAG = 4   # pipe: destination pipe (it blocks), pipe2: source pipe
     BARRIER = 5     # all pipes drain (PIPE_ALL)
@@ -90,6 +103,8 @@ UNARY = frozenset({Op.VCOPY, Op.VRELU, Op.VEXP, Op.VLN, Op.VSQRT, Op.VRSQRT, Op.
                    Op.VGELU, Op.VSIGMOID, Op.VTANH, Op.VABS, Op.VNEG, Op.VCAST})
 REDUCE = frozenset({Op.VREDSUM, Op.VREDMAX, Op.VREDMIN})
 VECTOR = BINARY | SCALAR_IMM | UNARY | REDUCE | {Op.VDUP}
+#: The pipes that compute: MMAD runs on CUBE, vector instructions on VEC.
+COMPUTE_PIPES = (Pipe.CUBE, Pipe.VEC)
 
 # Instruction flags.
 F_TRANSPOSE = 1    # COPY: the destination is the source transposed

@@ -12,13 +12,13 @@ whose output is the product itself (no fused epilogue).
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from pypto import native
 from pypto.codegen.isa import F_ACCUMULATE, F_ATOMIC, F_RELU, F_TRANSPOSE, Mem, Op
 from pypto.codegen.pipeline import software_pipeline
 from pypto.codegen.place import Arenas, Slots
@@ -109,15 +109,9 @@ def core_chunks(units: np.ndarray, m1: int, n1: int, k1: int) -> np.ndarray:
 
 
 def _compiled_loop() -> ModuleType | None:
-    """The compiled K loop (``_matmul.pyx``), unless it is not built or
-    ``PYPTO_CODEGEN=ref`` asks for this module's (the specification's) own."""
-    if os.environ.get("PYPTO_CODEGEN", "").lower() in ("ref", "reference"):
-        return None
-    try:
-        from pypto.codegen import _matmul
-    except ImportError:  # the sync pass warns once that the extensions are not built
-        return None
-    return _matmul
+    """The compiled K loop (``_matmul.pyx``), or ``None`` for this module's own (the
+    specification): ``PYPTO_IMPL=python``, or the extension is not built."""
+    return native.extension("pypto.codegen._matmul", stacklevel=3)
 
 
 @dataclass

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pypto.codegen.isa import Mem
+from pypto.codegen.memories import memory_map
 from pypto.errors import ScheduleError
 from pypto.schedule_space.vector import round_up
 
@@ -26,10 +27,11 @@ class Slots:
 
 
 class Arena:
-    """A bump allocator over one on-chip memory."""
+    """A bump allocator over one on-chip memory (``name`` is the target's, for errors)."""
 
-    def __init__(self, mem: Mem, capacity: int, alignment: int) -> None:
+    def __init__(self, mem: Mem, capacity: int, alignment: int, name: str = "") -> None:
         self.mem, self.capacity, self.alignment = mem, capacity, alignment
+        self.name = name or mem.name
         self.top = 0
 
     def alloc(self, nbytes: int, count: int = 1) -> Slots:
@@ -37,7 +39,7 @@ class Arena:
         base = self.top
         self.top += size * count
         if self.top > self.capacity:
-            raise ScheduleError(f"{self.mem.name}: buffers need {self.top} bytes but it holds "
+            raise ScheduleError(f"{self.name}: buffers need {self.top} bytes but it holds "
                                 f"{self.capacity}; use smaller tiles or fewer buffers")
         return Slots(self.mem, base, size, count)
 
@@ -53,7 +55,8 @@ class Arenas:
     def role(self, role: str) -> Arena:
         mem = self.target.role(role)
         if mem.name not in self.by_memory:
-            self.by_memory[mem.name] = Arena(Mem[mem.name], mem.capacity, mem.alignment)
+            code = memory_map(self.target).roles[role]
+            self.by_memory[mem.name] = Arena(code, mem.capacity, mem.alignment, mem.name)
         return self.by_memory[mem.name]
 
 

@@ -3,43 +3,28 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import MethodType, ModuleType
 
 import numpy as np
 
+from pypto import native
 from pypto.codegen.isa import INSTR, OPERANDS, Mem, Op, Pipe
+from pypto.codegen.memories import MemoryMap, isa_view, memory_map
 from pypto.ir.dtypes import DType
-
-# The pipe a COPY runs on, from its (source, destination) memories (the ISA fixes it).
-COPY_PIPE: dict[tuple[Mem, Mem], Pipe] = {
-    (Mem.GM, Mem.L1): Pipe.MTE2,
-    (Mem.GM, Mem.UB): Pipe.MTE2,
-    (Mem.L1, Mem.L0A): Pipe.MTE1,
-    (Mem.L1, Mem.L0B): Pipe.MTE1,
-    (Mem.L1, Mem.UB): Pipe.MTE1,
-    (Mem.L0C, Mem.GM): Pipe.FIX,
-    (Mem.L0C, Mem.UB): Pipe.FIX,
-    (Mem.UB, Mem.GM): Pipe.MTE3,
-    (Mem.UB, Mem.L1): Pipe.MTE3,
-    (Mem.UB, Mem.UB): Pipe.VEC,
-    # MLU-class memories: the same pipe roles (load, on-chip move, compute, store)
-    (Mem.GM, Mem.SRAM): Pipe.MTE2,
-    (Mem.GM, Mem.NRAM): Pipe.MTE2,
-    (Mem.GM, Mem.WRAM): Pipe.MTE2,
-    (Mem.SRAM, Mem.NRAM): Pipe.MTE1,
-    (Mem.SRAM, Mem.WRAM): Pipe.MTE1,
-    (Mem.NRAM, Mem.GM): Pipe.MTE3,
-    (Mem.NRAM, Mem.SRAM): Pipe.MTE3,
-    (Mem.NRAM, Mem.NRAM): Pipe.VEC,
-}
+from pypto.targets import Target
 
 
-def pipe_of(op: Op, src: Mem = Mem.NONE, dst: Mem = Mem.NONE) -> Pipe:
-    """The pipe an instruction runs on (for SET/WAIT the pipe is explicit)."""
+def pipe_of(op: Op, src: Mem = Mem.NONE, dst: Mem = Mem.NONE,
+            memories: MemoryMap | None = None) -> Pipe:
+    """The pipe an instruction runs on: a COPY's is that of the data path from ``src``
+    to ``dst`` on the target of ``memories`` (by default ``isa_view()``); for
+    SET/WAIT the pipe is explicit.
+
+    Raises:
+        ValueError: a COPY between memories with no data path.
+    """
     if op == Op.COPY:
-        try:
-            return COPY_PIPE[(src, dst)]
-        except KeyError:
-            raise ValueError(f"no copy path from {src.name} to {dst.name}") from None
+        return (memories or isa_view()).copy_pipe(src, dst)
     if op == Op.MMAD:
         return Pipe.CUBE
     if op in (Op.BARRIER, Op.SYNC_ALL, Op.NOP):
@@ -91,17 +76,13 @@ class Program:
     def num_instructions(self) -> int:
         return sum(len(c) for c in self.cores)
 
-    def symbol_index(self, name: str) -> int:
-        for i, s in enumerate(self.symbols):
-            if s.name == name:
-                return i
-        raise KeyError(name)
-
-    def asm(self) -> str:
-        """The program as PTO assembly text (``pypto.codegen.asm.parse`` reads it back)."""
+    def asm(self, target: Target | None = None) -> str:
+        """The program as PTO assembly text (``pypto.codegen.asm.parse`` reads it back),
+        memories named as ``target`` (by default the packaged target ``self.target``)
+        names them."""
         from pypto.codegen.asm import print_program
 
-        return print_program(self)
+        return print_program(self, target)
 
 
 @dataclass
@@ -123,14 +104,34 @@ class StreamBuilder:
     then packs them into an array. Instructions that compiled emitters (``_matmul.pyx``)
     wrote as ``INSTR`` records already join with ``extend``.
 
-    ``emit`` runs once per generated instruction, so when ``_sync.pyx`` is built its
-    compiled ``emit`` replaces this one, which stays as the specification
-    (``emit_reference``); ``array`` packs with the compiled packer too.
+    A COPY runs on the pipe of ``target``'s data path between its memories; a builder
+    made without a target takes ``memories.isa_view()``'s, which is the packaged
+    targets' (the emitters should pass their target).
+
+    ``emit`` runs once per generated instruction, so a builder made while the compiled
+    implementations are selected (``pypto.native``) emits with the compiled ``emit`` of
+    ``_sync.pyx``; this one stays as the specification (``emit_reference``). ``array``
+    packs with the compiled packer then too.
     """
 
+    target: Target | None = None
     rows: list[tuple] = field(default_factory=list)
     packed: list[np.ndarray] = field(default_factory=list)  # what comes before ``rows``
     packed_count: int = 0
+    memories: MemoryMap = field(init=False, repr=False, compare=False)
+    _copy_table: bytes = field(init=False, repr=False, compare=False)  # for compiled emit
+    _compiled: ModuleType | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.memories = isa_view() if self.target is None else memory_map(self.target)
+        self._copy_table = self.memories.copy_table
+        self._compiled = native.extension("pypto.codegen._sync", stacklevel=3)
+        if self._compiled is not None:
+            setattr(self, "emit", MethodType(self._compiled.emit, self))  # noqa: B010
+
+    def copy_pipe(self, src: Mem, dst: Mem) -> Pipe:
+        """The pipe of a COPY from ``src`` to ``dst`` (``ValueError`` if no path)."""
+        return self.memories.copy_pipe(src, dst)
 
     def emit(self, op: Op, *operands: Operand, dtype: DType | None = None,
              sdtype: DType | None = None, flags: int = 0, imm: float = 0.0,
@@ -152,7 +153,7 @@ class StreamBuilder:
         if pipe is None:
             src = operands[1].mem if len(operands) > 1 else Mem.NONE
             dst = operands[0].mem if operands else Mem.NONE
-            pipe = pipe_of(op, src, dst)
+            pipe = pipe_of(op, src, dst, self.memories)
         dcode = dtype.code if dtype is not None else 0
         scode = sdtype.code if sdtype is not None else dcode
         self.rows.append((int(op), int(pipe), int(pipe2), event, dcode, scode, flags, gm,
@@ -182,15 +183,9 @@ class StreamBuilder:
         return out
 
     def _pack_rows(self) -> np.ndarray:
-        packed = _compiled.pack(self.rows) if _compiled is not None else None
+        packed = self._compiled.pack(self.rows) if self._compiled is not None else None
         return packed if packed is not None else np.array(self.rows, dtype=INSTR)
 
 
+#: The specification of the compiled ``emit`` (``_sync.pyx``).
 emit_reference = StreamBuilder.emit
-
-try:
-    from pypto.codegen import _sync as _compiled
-except ImportError:  # not built: sync.insert_sync warns once when lowering needs it
-    _compiled = None  # type: ignore[assignment]
-else:
-    setattr(StreamBuilder, "emit", _compiled.emit)  # noqa: B010 - mypy forbids method assignment

@@ -6,9 +6,10 @@ concurrently never race. Within one pipe, instructions run in order and need no 
 Flags are counting semaphores per (source pipe, destination pipe, event id); event ids
 are handed out round-robin from the target's ``event_ids`` per pipe pair.
 
-``insert_sync`` runs the compiled pass (``_sync.pyx``) when it is built, and
-``insert_sync_reference``, the readable specification here, otherwise; the two give
-byte-identical streams (``tests/test_sync.py``).
+``insert_sync`` runs the compiled pass (``_sync.pyx``), or ``insert_sync_reference``,
+the readable specification here, when ``PYPTO_IMPL=python`` asks for it or the
+extension is not built (``pypto.native``); the two give byte-identical streams
+(``tests/test_sync.py``).
 
 Example:
     >>> import numpy as np
@@ -16,18 +17,15 @@ Example:
     >>> from pypto.codegen.program import Operand, StreamBuilder
     >>> from pypto.ir.dtypes import float16
     >>> b = StreamBuilder()
-    >>> _ = b.emit(Op.COPY, Operand(Mem.L1, 0, 16, 16, 16), Operand(Mem.GM, 0, 16, 16, 16, gm=0),
-    ...            dtype=float16)
-    >>> _ = b.emit(Op.COPY, Operand(Mem.L0A, 0, 16, 16, 16), Operand(Mem.L1, 0, 16, 16, 16),
-    ...            dtype=float16)
+    >>> l1, gm = Operand(Mem.STAGE, 0, 16, 16, 16), Operand(Mem.GM, 0, 16, 16, 16, gm=0)
+    >>> _ = b.emit(Op.COPY, l1, gm, dtype=float16)
+    >>> _ = b.emit(Op.COPY, Operand(Mem.LEFT, 0, 16, 16, 16), l1, dtype=float16)
     >>> [Op(op).name for op in insert_sync(b.array(), 8)["op"]]
     ['COPY', 'SET_FLAG', 'WAIT_FLAG', 'COPY']
 """
 
 from __future__ import annotations
 
-import os
-import warnings
 from bisect import bisect_right
 from collections import defaultdict, deque
 from types import ModuleType
@@ -35,11 +33,13 @@ from typing import overload
 
 import numpy as np
 
+from pypto import native
 from pypto.codegen.isa import F_ACCUMULATE, INSTR, Mem, Op, Pipe
 from pypto.errors import PyptoError
+from pypto.ir.dtypes import BY_CODE
 
 _F = {name: i for i, name in enumerate(INSTR.names)}
-_ITEMSIZE = {0: 2, 1: 4, 2: 1, 3: 4}
+_ITEMSIZE = {code: dtype.itemsize for code, dtype in BY_CODE.items()}
 BUCKET = 2048  # bytes: the granularity of the region index
 
 
@@ -72,27 +72,9 @@ def accesses(row: tuple) -> list[tuple[int, int, int, bool]]:
     return out
 
 
-_compiled: ModuleType | None = None
-_looked = False
-
-
 def _extension() -> ModuleType | None:
-    """The compiled pass, or ``None`` (warning once) when it is not built;
-    ``PYPTO_SYNC=ref`` asks for the reference."""
-    global _compiled, _looked
-    if os.environ.get("PYPTO_SYNC", "").lower() in ("ref", "reference"):
-        return None
-    if not _looked:
-        _looked = True
-        try:
-            from pypto.codegen import _sync
-        except ImportError:
-            warnings.warn("PyPTO's compiled synchronization pass is not built; using the "
-                          "slow reference pass. Run `pip install -e .` to build it.",
-                          stacklevel=3)
-        else:
-            _compiled = _sync
-    return _compiled
+    """The compiled pass, or ``None`` for the specification (see ``pypto.native``)."""
+    return native.extension("pypto.codegen._sync", stacklevel=3)
 
 
 @overload

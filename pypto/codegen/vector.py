@@ -4,7 +4,7 @@ tile overlap compute of this one."""
 
 from __future__ import annotations
 
-from pypto.codegen.isa import Mem
+from pypto.codegen.memories import memory_map
 from pypto.codegen.place import Arena
 from pypto.codegen.program import StreamBuilder
 from pypto.codegen.vector_chain import REDUCE_OPS, ChainEmitter, Tile
@@ -20,9 +20,8 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     tr, tc = s["tile_rows"], s["tile_cols"]
     chunked = tc < chain.cols
     ub = target.role("vector")
-    emitter = ChainEmitter(wl, chain, tr, tc, s["depth"], Arena(Mem[ub.name], ub.capacity,
-                                                                   ub.alignment),
-                           gm_in, gm_out, chunked)
+    arena = Arena(memory_map(target).roles["vector"], ub.capacity, ub.alignment, ub.name)
+    emitter = ChainEmitter(wl, chain, tr, tc, s["depth"], arena, gm_in, gm_out, chunked)
     row_blocks = [(r0, min(tr, chain.rows - r0)) for r0 in range(0, chain.rows, tr)]
     chunks = [(c0, min(tc, chain.cols - c0)) for c0 in range(0, chain.cols, tc)]
     has_reduction = any(n.op in REDUCE_OPS for n in wl.nodes)
@@ -35,7 +34,7 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     ahead = s["depth"] - 1 if all(len(c) == 1 for _, c in tiles) else 0
     streams = []
     for core in range(s["cores"]):
-        sb = StreamBuilder()
+        sb = StreamBuilder(target)
         mine = tiles[core::s["cores"]]
         slot = 0
         for t, ((r0, rows), tile_chunks) in enumerate(mine):

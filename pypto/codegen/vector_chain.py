@@ -14,7 +14,7 @@ from pypto.codegen.place import Arena, Slots, broadcast_strides, row_runs
 from pypto.codegen.program import Operand, StreamBuilder
 from pypto.ir.dtypes import BY_NAME, DType
 from pypto.ir.workload import Workload
-from pypto.schedule_space.vector import Chain, ChainValue, pitch, value_bytes
+from pypto.schedule_space.vector import Chain, pitch, value_bytes
 
 UNARY_OPS = {"copy": Op.VCOPY, "cast": Op.VCAST, "relu": Op.VRELU, "exp": Op.VEXP,
              "log": Op.VLN, "sqrt": Op.VSQRT, "rsqrt": Op.VRSQRT, "reciprocal": Op.VRECIP,
@@ -185,10 +185,3 @@ class ChainEmitter:
                         self.store(sb, i, tile, row_slot)
             slot += 1
         return slot
-
-    def is_value(self, node: int) -> bool:
-        return node in self.values
-
-
-def chain_value_for(chain: Chain, node: int) -> ChainValue | None:
-    return next((v for v in chain.values if v.node == node), None)

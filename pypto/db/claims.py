@@ -23,7 +23,7 @@ from sqlalchemy import Connection, bindparam, delete, func, insert, select, upda
 
 from pypto.db import models as m
 from pypto.db import queries as qs
-from pypto.db.records import Claim, ClaimResult, TaskProgress, WorkerInfo
+from pypto.db.records import Claim, ClaimOutcome, ClaimResult, TaskProgress, WorkerInfo
 from pypto.errors import DatabaseError
 from pypto.schedule_space.schedule import Schedule
 
@@ -95,6 +95,7 @@ def progress(conn: Connection, wid: int, tid: int, mv: str, cutoff: float) -> Ta
 def claim(conn: Connection, dialect: str, workload_key: str, target_key: str,
           schedule: Schedule, *, worker: WorkerInfo, budget: int | None, study: str,
           trial: int | None, stale_after: float, mv: str) -> ClaimResult:
+    """``ScheduleStore.claim`` inside the caller's write transaction (see the module doc)."""
     lock_task(conn, dialect, workload_key, target_key)
     wid, tid = task_ids(conn, workload_key, target_key)
     now = time.time()
@@ -109,22 +110,23 @@ def claim(conn: Connection, dialect: str, workload_key: str, target_key: str,
     key = schedule.key
     row = conn.execute(RECORD, {**task, "key": key}).first()
     if row is not None:
-        return ClaimResult("measured", progress(conn, wid, tid, mv, cutoff),
+        return ClaimResult(ClaimOutcome.MEASURED, progress(conn, wid, tid, mv, cutoff),
                            qs.to_record(row), reaped)
     holder = conn.execute(HOLDER, {**task, "key": key}).scalar()
     if holder is not None:
-        return ClaimResult("claimed" if holder == worker.id else "busy",
+        return ClaimResult(ClaimOutcome.CLAIMED if holder == worker.id else ClaimOutcome.BUSY,
                            progress(conn, wid, tid, mv, cutoff), None, reaped)
     before = progress(conn, wid, tid, mv, cutoff)
     if budget is not None and before.measured + before.in_flight >= budget:
-        return ClaimResult("full", before, None, reaped)
+        return ClaimResult(ClaimOutcome.FULL, before, None, reaped)
     conn.execute(insert(c), {
         "workload_id": wid, "target_id": tid, "schedule": schedule.to_json(),
         "schedule_key": key, "model_version": mv, "worker": worker.id, "host": worker.host,
         "pid": worker.pid, "study": study, "trial": trial, "heartbeat": now,
         "created_at": m.utcnow()})
-    return ClaimResult("claimed", dataclasses.replace(before, in_flight=before.in_flight + 1),
-                       None, reaped)
+    return ClaimResult(ClaimOutcome.CLAIMED,
+                       dataclasses.replace(before, in_flight=before.in_flight + 1), None,
+                       reaped)
 
 
 def release(conn: Connection, worker_id: str, schedule_keys: Iterable[str] | None) -> list[Claim]:

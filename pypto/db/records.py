@@ -6,6 +6,7 @@ callers can keep, compare and pass them across processes freely.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import math
@@ -188,8 +189,21 @@ class CostModelBlob:
 
 #: A claim whose heartbeat is older than this many seconds belongs to a dead worker.
 STALE_AFTER = 30.0
-#: What ``ScheduleStore.claim`` answered.
-CLAIM_STATUSES = ("claimed", "measured", "busy", "full")
+
+
+class ClaimOutcome(enum.StrEnum):
+    """What ``ScheduleStore.claim`` answered. A ``str``: each compares equal to its value
+    (``ClaimOutcome.FULL == "full"``), so code and data that use the strings still work."""
+
+    #: the schedule is this worker's to measure: the claim ends when its record is added,
+    #: or with ``release``
+    CLAIMED = "claimed"
+    #: a record of the schedule exists (``ClaimResult.record``)
+    MEASURED = "measured"
+    #: a live worker is measuring it
+    BUSY = "busy"
+    #: measured plus in-flight trials reached the budget
+    FULL = "full"
 
 
 @dataclass(frozen=True)
@@ -253,16 +267,19 @@ class TaskProgress:
 class ClaimResult:
     """The answer of ``ScheduleStore.claim``.
 
-    ``status``: ``claimed`` (measure it; the claim ends when its record is added, or with
-    ``release``), ``measured`` (``record`` holds the result), ``busy`` (a live worker is
-    measuring it), ``full`` (measured plus in flight reached the budget). ``reaped``: the
-    claims of dead workers on this task that this call removed, for their schedules to be
-    re-queued."""
+    ``status``: a ``ClaimOutcome`` (given as its string, it becomes one; another string is a
+    ``ValueError``). ``record`` is set when it is ``MEASURED``. ``progress``: the task's
+    counts as the claim left them. ``reaped``: the claims of dead workers on this task that
+    this call removed, for their schedules to be re-queued."""
 
-    status: str
+    status: ClaimOutcome
     progress: TaskProgress
     record: Record | None = None
     reaped: tuple[Claim, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, ClaimOutcome):
+            object.__setattr__(self, "status", ClaimOutcome(self.status))
 
 
 @dataclass(frozen=True)

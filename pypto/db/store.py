@@ -153,12 +153,13 @@ class ScheduleStore(abc.ABC):
               worker: WorkerInfo, budget: int | None = None, study: str = "",
               trial: int | None = None, stale_after: float = STALE_AFTER,
               model_version: str = MODEL_VERSION) -> ClaimResult:
-        """Claim ``schedule`` for ``worker`` to measure, in one atomic step: ``measured`` if
-        a record exists, ``busy`` if a live claim of another worker exists (a claim of the
-        same worker is renewed), ``full`` if ``budget`` trials are measured or in flight,
-        else ``claimed``. Also refreshes every claim of ``worker`` and removes the stale
-        claims of the task (``ClaimResult.reaped``). The workload and target must be
-        registered (``start_run`` or ``add_records``), else ``DatabaseError``."""
+        """Claim ``schedule`` for ``worker`` to measure, in one atomic step; the answer's
+        ``ClaimOutcome`` is ``MEASURED`` if a record exists, ``BUSY`` if a live claim of
+        another worker exists (a claim of the same worker is renewed: ``CLAIMED``), ``FULL``
+        if ``budget`` trials are measured or in flight, else ``CLAIMED``. Also refreshes
+        every claim of ``worker`` and removes the stale claims of the task
+        (``ClaimResult.reaped``). The workload and target must be registered
+        (``start_run`` or ``add_records``), else ``DatabaseError``."""
 
     @abc.abstractmethod
     def release(self, worker_id: str, schedule_keys: Iterable[str] | None = None) -> list[Claim]:

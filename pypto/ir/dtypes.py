@@ -1,12 +1,15 @@
-"""The dtypes PyPTO tensors carry, and promotion between them."""
+"""The dtypes PyPTO tensors carry, and promotion between them.
+
+The dtype codes and element sizes are also the compiled extensions': ``setup.py`` runs
+this file by path (so it imports nothing from ``pypto`` at module level) to write them
+into ``pypto/_constants.pxi``.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
-
-from pypto.errors import DTypeError
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ def as_dtype(value: object, *, what: str = "dtype") -> DType:
     if isinstance(value, DType):
         return value
     if value is None:
-        raise DTypeError(f"{what} is required: pass dtype= one of {', '.join(BY_NAME)}")
+        raise _dtype_error(f"{what} is required: pass dtype= one of {', '.join(BY_NAME)}")
     name = value if isinstance(value, str) else None
     if name is None:
         try:
@@ -66,7 +69,13 @@ def as_dtype(value: object, *, what: str = "dtype") -> DType:
         return BY_NAME[key]
     if key in _ALIASES:
         return _ALIASES[key]
-    raise DTypeError(f"unknown {what} {value!r}: use one of {', '.join(BY_NAME)}")
+    raise _dtype_error(f"unknown {what} {value!r}: use one of {', '.join(BY_NAME)}")
+
+
+def _dtype_error(message: str) -> Exception:
+    from pypto.errors import DTypeError  # here: setup.py runs this file without pypto
+
+    return DTypeError(message)
 
 
 def promote(a: DType, b: DType) -> DType:

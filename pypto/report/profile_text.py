@@ -5,20 +5,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from pypto.codegen.isa import Pipe
+from pypto.codegen.isa import COMPUTE_PIPES, Pipe
 
 if TYPE_CHECKING:
     from pypto.report.profiler import ProfiledCall
     from pypto.sim.result import SimResult
 
-COMPUTE_PIPES = (Pipe.CUBE, Pipe.VEC)
-COPY_PIPES = (Pipe.MTE2, Pipe.MTE1, Pipe.FIX, Pipe.MTE3)
+# The pipes whose utilization the report lists, in the ISA's order.
+WORKING_PIPES = tuple(p.name for p in Pipe if p != Pipe.SCALAR)
 
 
 def shares(r: SimResult) -> tuple[float, float]:
-    """(compute, copy) shares of the busy pipe time."""
+    """(compute, copy) shares of the busy pipe time; copy pipes are those the target's
+    data paths run on (``SimResult.copy_pipes``)."""
     compute = sum(int(r.pipe_busy[:, p].sum()) for p in COMPUTE_PIPES)
-    copy = sum(int(r.pipe_busy[:, p].sum()) for p in COPY_PIPES)
+    copy = sum(int(r.pipe_busy[:, p].sum()) for p in r.copy_pipes)
     total = compute + copy
     return (compute / total, copy / total) if total else (0.0, 0.0)
 
@@ -38,8 +39,7 @@ def render(calls: Sequence[ProfiledCall]) -> str:
         for i, (wl, src, r) in enumerate(zip(call.workloads, call.sources, call.results)):
             compute, copy = shares(r)
             util = r.utilization()
-            pipes = " ".join(f"{p}:{util[p]:.0%}" for p in ("MTE2", "MTE1", "CUBE", "FIX", "VEC",
-                                                           "MTE3") if util[p] >= 0.005)
+            pipes = " ".join(f"{p}:{util[p]:.0%}" for p in WORKING_PIPES if util[p] >= 0.005)
             bubbles = r.bubbles()
             flag = [(k, v) for k, v in bubbles.items() if not k.startswith("SCALAR")]
             top = ", ".join(f"{k} {v / max(1, r.cycles * len(r.core_cycles)):.0%}"

@@ -31,18 +31,13 @@ import numpy as np
 
 cnp.import_array()
 
+include "_constants.pxi"   # NUM_PIPES, MEM_GM, OP_COPY...: pypto.codegen.isa's values
+
 cdef enum:
-    NPIPES = 7      # pypto.codegen.isa.Pipe
-    NMEMS = 10      # pypto.codegen.isa.Mem
-    MEM_GM = 1
     L2_WAYS = 16
-    NKEYS = NPIPES * NPIPES * 256   # (source pipe, destination pipe, event byte)
+    NKEYS = NUM_PIPES * NUM_PIPES * 256   # (source pipe, destination pipe, event byte)
     LINE_BATCH = 32                 # L2 accesses queued behind their prefetches
     SEEN_LINES = 1 << 23            # most lines the no-eviction L2 keeps bits for (1 MiB)
-    F_TRANSPOSE = 1
-    F_ATOMIC = 8
-    OP_COPY = 1                     # pypto.codegen.isa.Op
-    OP_SYNC_ALL = 6
 
 # Instruction kinds (fast.py maps opcodes to these).
 cdef enum:
@@ -56,6 +51,13 @@ cdef enum:
     K_VECTOR = 7    # cost from d_rows x d_cols
     K_REDUCE = 8    # cost from d_rows x a_cols
     K_SYNC_ALL = 9
+
+# What the reference engine must agree with (tests/test_constants.py): its L2_WAYS.
+MODEL = {"L2_WAYS": L2_WAYS}
+
+# The kinds by name: fast.py maps opcodes to them (``Tables`` takes that map).
+KINDS = {"NOP": K_NOP, "COPY": K_COPY, "MMAD": K_MMAD, "SET": K_SET, "WAIT": K_WAIT,
+         "BARRIER": K_BARRIER, "VECTOR": K_VECTOR, "REDUCE": K_REDUCE, "SYNC_ALL": K_SYNC_ALL}
 
 # run() status codes.
 cdef enum:
@@ -113,7 +115,7 @@ cdef struct Sim:
     int64_t hit_latency
     int64_t miss_latency
     int64_t sync_all_cycles
-    # tables: by opcode (256), by dtype code (256), by path src * NMEMS + dst
+    # tables: by opcode (256), by dtype code (256), by path src * NUM_MEMS + dst
     const uint8_t* kind
     const double* vector_cost
     const int64_t* itemsize
@@ -711,7 +713,7 @@ cdef inline void copy_cycles(Sim* s, const Instr* r, int64_t start, int64_t* fre
     pipe's time counts the bytes read (``sdtype``), GM traffic the GM tensor's bytes
     and ``path_bytes`` the bytes written (``dtype``)."""
     cdef int64_t src = r.a_mem, dst = r.d_mem
-    cdef int pi = src * NMEMS + dst
+    cdef int pi = src * NUM_MEMS + dst
     cdef int64_t read_isz = s.itemsize[r.sdtype], write_isz = s.itemsize[r.dtype]
     cdef int64_t rows, cols, rs, cs, run, runs, read, eff, written, written_eff, min_burst
     cdef int64_t base, gm, hits, n, isz, occupy, dram, l2_latency, done
@@ -771,7 +773,7 @@ cdef inline void copy_cycles(Sim* s, const Instr* r, int64_t start, int64_t* fre
 # int64 that wraps as NumPy's does (the products and sums below are taken modulo 2**64).
 
 cdef struct Limits:             # what check_program checks operands against
-    const int64_t* capacity     # by memory code (NMEMS): bytes, 0 if the target lacks it
+    const int64_t* capacity     # by memory code (NUM_MEMS): bytes, 0 if the target lacks it
     const int64_t* alignment
     const int64_t* sizes        # elements of each GM tensor
     int64_t nsym
@@ -803,7 +805,9 @@ cdef inline bint operand_ok(const Limits* t, uint8_t op, uint8_t mem, int64_t ad
         lo = wrap_add(wrap_add(addr, span_r if span_r < 0 else 0), span_c if span_c < 0 else 0)
         hi = wrap_add(wrap_add(addr, span_r if span_r > 0 else 0), span_c if span_c > 0 else 0)
         return lo >= 0 and hi < t.sizes[gm]
-    m = mem if mem < NMEMS else NMEMS - 1
+    if mem >= NUM_MEMS:             # a code beyond Mem: no memory at all
+        return False
+    m = mem
     if t.capacity[m] == 0 or rs < 0 or cs < 0 or addr < 0:
         return False
     end = wrap_add(addr, wrap_mul(wrap_add(wrap_add(span_r, span_c), 1), isz))
@@ -894,9 +898,9 @@ cdef double cost_bound(Sim* s, const Instr* r, int kind) noexcept nogil:
     if kind != K_COPY:
         return 2
     src, dst = r.a_mem, r.d_mem
-    if src >= NMEMS or dst >= NMEMS or not s.path_ok[src * NMEMS + dst]:
+    if src >= NUM_MEMS or dst >= NUM_MEMS or not s.path_ok[src * NUM_MEMS + dst]:
         return -1
-    pi = src * NMEMS + dst
+    pi = src * NUM_MEMS + dst
     if s.itemsize[r.sdtype] <= 0 or s.itemsize[r.dtype] <= 0:
         return -1
     copy_shape(r, &rows, &cols, &rs, &cs)
@@ -977,17 +981,17 @@ cdef int64_t prepare(Sim* s, const Instr** code, const int64_t* length, const in
                 failed[0] = True
                 return offset[c] + i
             kind = s.kind[r.op]
-            if kind == K_INVALID or r.pipe >= NPIPES:
+            if kind == K_INVALID or r.pipe >= NUM_PIPES:
                 return offset[c] + i
             if kind == K_SYNC_ALL:
                 sync_alls += 1
             if kind == K_SET or kind == K_WAIT:
-                if r.pipe2 >= NPIPES:
+                if r.pipe2 >= NUM_PIPES:
                     return offset[c] + i
                 if kind == K_SET:
-                    key = (r.pipe * NPIPES + r.pipe2) * 256 + <uint8_t>r.event
+                    key = (r.pipe * NUM_PIPES + r.pipe2) * 256 + <uint8_t>r.event
                 else:
-                    key = (r.pipe2 * NPIPES + r.pipe) * 256 + <uint8_t>r.event
+                    key = (r.pipe2 * NUM_PIPES + r.pipe) * 256 + <uint8_t>r.event
                 if owner[key] != stamp + c:     # first use of this key on this core
                     owner[key] = stamp + c
                     head[key] = -1
@@ -1189,11 +1193,11 @@ def run(list cores, cnp.ndarray bases, Tables target, trace, cnp.ndarray sizes=N
         limits_struct.nsym = cnp.PyArray_SIZE(bases)
         limits_ptr = &limits_struct
     cdef cnp.ndarray core_cycles_arr = int64_zeros(1, ncores, 0, 0)
-    cdef cnp.ndarray pipe_busy_arr = int64_zeros(2, ncores, NPIPES, 0)
-    cdef cnp.ndarray flag_wait_arr = int64_zeros(3, ncores, NPIPES, NPIPES)
-    cdef cnp.ndarray starved_arr = int64_zeros(2, ncores, NPIPES, 0)
-    cdef cnp.ndarray queue_stall_arr = int64_zeros(2, ncores, NPIPES, 0)
-    cdef cnp.ndarray path_bytes_arr = int64_zeros(2, NMEMS, NMEMS, 0)
+    cdef cnp.ndarray pipe_busy_arr = int64_zeros(2, ncores, NUM_PIPES, 0)
+    cdef cnp.ndarray flag_wait_arr = int64_zeros(3, ncores, NUM_PIPES, NUM_PIPES)
+    cdef cnp.ndarray starved_arr = int64_zeros(2, ncores, NUM_PIPES, 0)
+    cdef cnp.ndarray queue_stall_arr = int64_zeros(2, ncores, NUM_PIPES, 0)
+    cdef cnp.ndarray path_bytes_arr = int64_zeros(2, NUM_MEMS, NUM_MEMS, 0)
     cdef int64_t* core_cycles = <int64_t*>cnp.PyArray_DATA(core_cycles_arr)
     cdef int64_t* pipe_busy = <int64_t*>cnp.PyArray_DATA(pipe_busy_arr)
     cdef int64_t* flag_wait = <int64_t*>cnp.PyArray_DATA(flag_wait_arr)
@@ -1220,7 +1224,7 @@ def run(list cores, cnp.ndarray bases, Tables target, trace, cnp.ndarray sizes=N
     # the no-eviction L2's bits: as many as the L2 has lines, up to SEEN_LINES
     cdef int64_t seen_words = min(L2_WAYS * s.sets, SEEN_LINES) // 64 + 2
     cdef _Scratch scratch = _take_scratch(
-        ncores * (14 + 5 * NPIPES + NPIPES * qd) + 3 * NKEYS + 2 * total + 2 + seen_words)
+        ncores * (14 + 5 * NUM_PIPES + NUM_PIPES * qd) + 3 * NKEYS + 2 * total + 2 + seen_words)
     stamp = scratch.stamp
     scratch.stamp += ncores
     cdef int64_t* owner = scratch.words
@@ -1241,12 +1245,12 @@ def run(list cores, cnp.ndarray bases, Tables target, trace, cnp.ndarray sizes=N
     cdef int64_t* arrival = waits_done + ncores          # at a SYNC_ALL: when, where
     cdef int64_t* parked_pc = arrival + ncores
     cdef int64_t* pipe_free = parked_pc + ncores
-    cdef int64_t* pipe_done = pipe_free + ncores * NPIPES
-    cdef int64_t* queued = pipe_done + ncores * NPIPES      # starts so far, per pipe
-    cdef int64_t* ring_pos = queued + ncores * NPIPES       # where the next start goes
-    cdef int64_t* busy = ring_pos + ncores * NPIPES
-    cdef int64_t* ring = busy + ncores * NPIPES              # the last qd starts, per pipe
-    next_set = ring + ncores * NPIPES * qd  # filled as far as there are flags; then: when
+    cdef int64_t* pipe_done = pipe_free + ncores * NUM_PIPES
+    cdef int64_t* queued = pipe_done + ncores * NUM_PIPES      # starts so far, per pipe
+    cdef int64_t* ring_pos = queued + ncores * NUM_PIPES       # where the next start goes
+    cdef int64_t* busy = ring_pos + ncores * NUM_PIPES
+    cdef int64_t* ring = busy + ncores * NUM_PIPES              # the last qd starts, per pipe
+    next_set = ring + ncores * NUM_PIPES * qd  # filled as far as there are flags; then: when
     wait_takes = next_set + total           # set k raised its flag
     cdef uint64_t* seen = <uint64_t*>(wait_takes + total)
 
@@ -1279,7 +1283,7 @@ def run(list cores, cnp.ndarray bases, Tables target, trace, cnp.ndarray sizes=N
             elif err >= 0:
                 status = S_USE_REFERENCE
             else:
-                for k in range(ncores * NPIPES):
+                for k in range(ncores * NUM_PIPES):
                     pipe_free[k] = pipe_done[k] = queued[k] = ring_pos[k] = busy[k] = 0
                 for c in range(ncores):
                     pcs[c] = sets_done[c] = waits_done[c] = 0
@@ -1295,7 +1299,7 @@ def run(list cores, cnp.ndarray bases, Tables target, trace, cnp.ndarray sizes=N
                     g = offset[c] + pc
                     r = code[c] + pc
                     p = r.pipe
-                    k = c * NPIPES + p
+                    k = c * NUM_PIPES + p
                     kind = s.kind[r.op]
                     # this core's next record is read when it comes round again
                     PYPTO_PREFETCH_READ(<const char*>(r + 1))
@@ -1312,8 +1316,8 @@ def run(list cores, cnp.ndarray bases, Tables target, trace, cnp.ndarray sizes=N
                     if kind == K_SYNC_ALL:
                         # drain, then park (out of the heap) until every core has arrived
                         t = issue
-                        for q in range(NPIPES):
-                            t = imax(t, pipe_done[c * NPIPES + q])
+                        for q in range(NUM_PIPES):
+                            t = imax(t, pipe_done[c * NUM_PIPES + q])
                         arrival[c] = t
                         parked_pc[c] = pc
                         latest = imax(latest, t)
@@ -1326,8 +1330,8 @@ def run(list cores, cnp.ndarray bases, Tables target, trace, cnp.ndarray sizes=N
                         if parked == ncores:    # the heap is empty: release everyone
                             t = latest + s.sync_all_cycles
                             for cc in range(ncores):
-                                for q in range(NPIPES):
-                                    k = cc * NPIPES + q
+                                for q in range(NUM_PIPES):
+                                    k = cc * NUM_PIPES + q
                                     pipe_free[k] = imax(pipe_free[k], t)
                                     pipe_done[k] = imax(pipe_done[k], t)
                                 last_issue[cc] = t - 1      # the next issues at the release
@@ -1343,12 +1347,12 @@ def run(list cores, cnp.ndarray bases, Tables target, trace, cnp.ndarray sizes=N
                         continue
                     if kind == K_BARRIER:
                         t = issue
-                        for q in range(NPIPES):
-                            t = imax(t, pipe_done[c * NPIPES + q])
+                        for q in range(NUM_PIPES):
+                            t = imax(t, pipe_done[c * NUM_PIPES + q])
                         end = t + 1
-                        for q in range(NPIPES):
-                            pipe_free[c * NPIPES + q] = imax(pipe_free[c * NPIPES + q], end)
-                            pipe_done[c * NPIPES + q] = imax(pipe_done[c * NPIPES + q], end)
+                        for q in range(NUM_PIPES):
+                            pipe_free[c * NUM_PIPES + q] = imax(pipe_free[c * NUM_PIPES + q], end)
+                            pipe_done[c * NUM_PIPES + q] = imax(pipe_done[c * NUM_PIPES + q], end)
                         last_issue[c] = end
                         record(trace_ptr, g, c, pc, r, t, end, &core_end[c])
                     elif kind == K_NOP:
@@ -1376,7 +1380,7 @@ def run(list cores, cnp.ndarray bases, Tables target, trace, cnp.ndarray sizes=N
                                 break
                             t = imax(start, next_set[taken])
                             src = r.pipe2
-                            flag_wait[k * NPIPES + src] += t - start
+                            flag_wait[k * NUM_PIPES + src] += t - start
                             pipe_free[k] = t + 1
                             pipe_done[k] = imax(pipe_done[k], t + 1)
                             record(trace_ptr, g, c, pc, r, start, t + 1, &core_end[c])
@@ -1408,9 +1412,9 @@ def run(list cores, cnp.ndarray bases, Tables target, trace, cnp.ndarray sizes=N
                 if status == S_OK:
                     for c in range(ncores):
                         t = core_end[c]
-                        for q in range(NPIPES):
-                            t = imax(t, pipe_done[c * NPIPES + q])
-                            pipe_busy[c * NPIPES + q] = busy[c * NPIPES + q]
+                        for q in range(NUM_PIPES):
+                            t = imax(t, pipe_done[c * NUM_PIPES + q])
+                            pipe_busy[c * NUM_PIPES + q] = busy[c * NUM_PIPES + q]
                         core_cycles[c] = t
                         longest = imax(longest, t)
         if status == S_DEADLOCK:

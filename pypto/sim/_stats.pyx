@@ -9,14 +9,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 
 import numpy as np
 
-cdef enum:
-    NUM_PIPES = 7   # pypto.codegen.isa.Pipe
-    NUM_MEMS = 10   # pypto.codegen.isa.Mem
-    NUM_DTYPES = 4  # pypto.ir.dtypes codes
-    OP_COPY = 1     # pypto.codegen.isa.Op.COPY
-
-# Element size in bytes by dtype code (pypto.ir.dtypes: f16, f32, s8, s32).
-cdef int64_t[NUM_DTYPES] ITEMSIZE = [2, 4, 1, 4]
+include "_constants.pxi"   # NUM_PIPES, NUM_MEMS, OP_COPY, ITEMSIZE...: pypto's values
 
 
 def program_stats(instr):

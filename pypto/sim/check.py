@@ -11,7 +11,9 @@ import functools
 
 import numpy as np
 
+from pypto import native
 from pypto.codegen.isa import F_ATOMIC, OPERANDS, Mem, Op
+from pypto.codegen.memories import memory_map
 from pypto.codegen.program import Program
 from pypto.errors import SimError
 from pypto.ir.dtypes import BY_CODE
@@ -34,9 +36,10 @@ def _memories(target: Target) -> tuple[np.ndarray, np.ndarray]:
     target does not have it)."""
     capacity = np.zeros(len(Mem), dtype=np.int64)
     alignment = np.ones(len(Mem), dtype=np.int64)
+    codes = memory_map(target).roles
     for role in ("stage", "left", "right", "acc", "vector"):
         m = target.role(role)
-        capacity[Mem[m.name]], alignment[Mem[m.name]] = m.capacity, m.alignment
+        capacity[codes[role]], alignment[codes[role]] = m.capacity, m.alignment
     capacity.flags.writeable = alignment.flags.writeable = False
     return capacity, alignment
 
@@ -59,7 +62,7 @@ def _check_with_numpy(program: Program, target: Target, capacity: np.ndarray,
             continue
         atomic = (stream["flags"] & F_ATOMIC) != 0
         if atomic.any():
-            _fail_if(program, core, atomic & ((stream["op"] != Op.COPY)
+            _fail_if(program, target, core, atomic & ((stream["op"] != Op.COPY)
                                               | (stream["d_mem"] != Mem.GM)),
                      "an atomic (.ATOMIC) instruction must be a COPY into GM: only GM adds "
                      "into what it holds")
@@ -74,52 +77,47 @@ def _check_with_numpy(program: Program, target: Target, capacity: np.ndarray,
             addr = stream[f"{prefix}_addr"]
             code = stream["dtype"] if prefix == "d" else stream["sdtype"]
             isz = _ITEMSIZE[code]
-            _fail_if(program, core, used & ((rows <= 0) | (cols <= 0)),
+            _fail_if(program, target, core, used & ((rows <= 0) | (cols <= 0)),
                      f"operand {prefix} has an empty shape")
             gm = used & (mem == Mem.GM)
             if gm.any():
                 sym = stream["gm"].astype(np.int64)
-                _fail_if(program, core, gm & ((sym < 0) | (sym >= len(program.symbols))),
+                _fail_if(program, target, core, gm & ((sym < 0) | (sym >= len(program.symbols))),
                          f"operand {prefix} names no declared GM tensor")
                 span_r, span_c = (rows - 1) * rs, (cols - 1) * cs
                 lo = addr + np.minimum(span_r, 0) + np.minimum(span_c, 0)
                 hi = addr + np.maximum(span_r, 0) + np.maximum(span_c, 0)
                 size = sizes[np.clip(sym, 0, len(sizes) - 1)]
-                _fail_if(program, core, gm & ((lo < 0) | (hi >= size)),
+                _fail_if(program, target, core, gm & ((lo < 0) | (hi >= size)),
                          f"operand {prefix} reaches outside its GM tensor")
             chip = used & (mem != Mem.GM)
             if chip.any():
-                _fail_if(program, core, chip & (capacity[np.clip(mem, 0, len(Mem) - 1)] == 0),
+                # a code beyond Mem is no memory at all (capacity 0), not the last one
+                room = np.where(mem < len(Mem), capacity[np.clip(mem, 0, len(Mem) - 1)], 0)
+                _fail_if(program, target, core, chip & (room == 0),
                          f"operand {prefix} names a memory {target.name} does not have")
-                _fail_if(program, core, chip & ((rs < 0) | (cs < 0) | (addr < 0)),
+                _fail_if(program, target, core, chip & ((rs < 0) | (cs < 0) | (addr < 0)),
                          f"operand {prefix} has a negative on-chip address or stride")
                 end = addr + ((rows - 1) * rs + (cols - 1) * cs + 1) * isz
-                _fail_if(program, core, chip & (end > capacity[np.clip(mem, 0, len(Mem) - 1)]),
+                _fail_if(program, target, core, chip & (end > room),
                          f"operand {prefix} runs past the end of its memory")
                 align = alignment[np.clip(mem, 0, len(Mem) - 1)]
                 strict = chip & _CUBE_OR_VECTOR[stream["op"]]
-                _fail_if(program, core, strict & (addr % align != 0),
+                _fail_if(program, target, core, strict & (addr % align != 0),
                          f"operand {prefix} is not aligned to its memory's alignment")
     check_sync_all(program)
 
 
-def check_tables(program: Program, target: Target) -> tuple:
-    """The arguments of the compiled check after the program's streams."""
-    capacity, alignment = _memories(target)
-    sizes = np.array([s.size for s in program.symbols] or [0], dtype=np.int64)
-    return capacity, alignment, sizes, len(program.symbols), _ITEMSIZE, _STRICT
-
-
 def _passes_compiled_check(program: Program, capacity: np.ndarray, alignment: np.ndarray,
                            sizes: np.ndarray) -> bool:
-    """The compiled engine's verdict (False also when it is not built)."""
-    try:
-        from pypto.sim import _engine  # type: ignore[attr-defined]
-    except ImportError:
+    """The compiled engine's verdict (False also when the Python specification is to
+    run: ``PYPTO_IMPL=python`` or the engine is not built)."""
+    engine = native.extension("pypto.sim._engine", stacklevel=3)
+    if engine is None:
         return False
     cores = [np.ascontiguousarray(stream) for stream in program.cores]
-    return bool(_engine.check(cores, capacity, alignment, sizes, len(program.symbols),
-                              _ITEMSIZE, _STRICT))
+    return bool(engine.check(cores, capacity, alignment, sizes, len(program.symbols),
+                             _ITEMSIZE, _STRICT))
 
 
 def check_sync_all(program: Program) -> None:
@@ -133,14 +131,15 @@ def check_sync_all(program: Program) -> None:
                            "must meet at each SYNC_ALL")
 
 
-def _fail_if(program: Program, core: int, bad: np.ndarray, message: str) -> None:
+def _fail_if(program: Program, target: Target, core: int, bad: np.ndarray,
+             message: str) -> None:
     if not bad.any():
         return
     from pypto.codegen.asm import print_instruction
 
     i = int(np.flatnonzero(bad)[0])
     try:
-        text = print_instruction(program.cores[core][i], program.symbols).strip()
+        text = print_instruction(program.cores[core][i], program.symbols, target).strip()
     except Exception:  # noqa: BLE001 - the message matters more than the listing
         text = "unprintable"
     raise SimError(f"{program.name}, core {core}, instruction {i} ({text}): {message}")

@@ -29,6 +29,7 @@ from pypto.codegen.isa import (
     Op,
     Pipe,
 )
+from pypto.codegen.memories import memory_map
 from pypto.codegen.program import Program
 from pypto.errors import SimError
 from pypto.ir import numerics
@@ -45,7 +46,6 @@ _UNARY = {Op.VCOPY: "copy", Op.VCAST: "cast", Op.VRELU: "relu", Op.VEXP: "exp", 
           Op.VSQRT: "sqrt", Op.VRSQRT: "rsqrt", Op.VRECIP: "reciprocal", Op.VGELU: "gelu",
           Op.VSIGMOID: "sigmoid", Op.VTANH: "tanh", Op.VABS: "abs", Op.VNEG: "neg"}
 _REDUCE = {Op.VREDSUM: "sum", Op.VREDMAX: "max", Op.VREDMIN: "min"}
-_CUBE_MEMS = (Mem.L0A, Mem.L0B, Mem.L0C)
 
 
 class _Core:
@@ -53,10 +53,12 @@ class _Core:
         self.target, self.gm, self.program, self.index = target, gm, program, index
         self.mem: dict[int, np.ndarray] = {}
         self.align: dict[int, int] = {}
+        self.memories = memory_map(target)
         for role in ("stage", "left", "right", "acc", "vector"):
-            m = target.role(role)
-            self.mem[Mem[m.name]] = np.full(m.capacity, 0xFF, dtype=np.uint8)
-            self.align[Mem[m.name]] = m.alignment
+            m, code = target.role(role), self.memories.roles[role]
+            if code not in self.mem:  # roles that share a memory share its bytes
+                self.mem[code] = np.full(m.capacity, 0xFF, dtype=np.uint8)
+            self.align[code] = m.alignment
         self.flags: dict[tuple[int, int, int], int] = defaultdict(int)
         self.pc = 0
         self.row: tuple = ()
@@ -65,7 +67,7 @@ class _Core:
         from pypto.codegen.asm import print_instruction
 
         try:
-            text = print_instruction(self.row, self.program.symbols)
+            text = print_instruction(self.row, self.program.symbols, self.target)
         except Exception:  # noqa: BLE001 - the message matters more than the listing
             text = repr(self.row)
         return SimError(f"{self.program.name}, core {self.index}, instruction {self.pc} "
@@ -89,18 +91,18 @@ class _Core:
                 raise self.fail(f"GM access to {sym.name} elements [{lo}, {hi}] is outside "
                                 f"its {arr.size} elements")
             return as_strided(arr[addr:], (rows, cols), (rs * isz, cs * isz))
-        buf = self.mem.get(mem)
+        buf, name = self.mem.get(mem), self.memories.name(mem)
         if buf is None:
-            raise self.fail(f"{Mem(mem).name} does not exist on {self.target.name}")
+            raise self.fail(f"{name} does not exist on {self.target.name}")
         if rs < 0 or cs < 0:
             raise self.fail("on-chip strides must be non-negative")
         span = ((rows - 1) * rs + (cols - 1) * cs + 1) * isz
         if addr < 0 or addr + span > buf.size:
-            raise self.fail(f"{Mem(mem).name} access [{addr:#x}, {addr + span:#x}) exceeds its "
+            raise self.fail(f"{name} access [{addr:#x}, {addr + span:#x}) exceeds its "
                             f"capacity of {buf.size} bytes")
         if addr % isz or (aligned and addr % self.align[mem]):
             need = self.align[mem] if aligned else isz
-            raise self.fail(f"{Mem(mem).name} address {addr:#x} is not {need}-byte aligned")
+            raise self.fail(f"{name} address {addr:#x} is not {need}-byte aligned")
         return as_strided(buf[addr:addr + span].view(dt), (rows, cols), (rs * isz, cs * isz))
 
     def bcast(self, src: np.ndarray, shape: tuple[int, int], name: str) -> np.ndarray:

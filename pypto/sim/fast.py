@@ -31,29 +31,31 @@ from types import ModuleType
 import numpy as np
 
 from pypto.codegen.isa import REDUCE, VECTOR, Mem, Op, Pipe
+from pypto.codegen.memories import memory_map
 from pypto.codegen.program import Program
 from pypto.errors import SimError
 from pypto.ir.dtypes import BY_CODE
-from pypto.sim.result import TRACE, SimResult
+from pypto.sim.result import TRACE, SimResult, target_facts
 from pypto.targets import Target
 
-# Kinds of instruction, as _engine.pyx numbers them.
-K_NOP, K_COPY, K_MMAD, K_SET, K_WAIT, K_BARRIER, K_VECTOR, K_REDUCE, K_SYNC_ALL = range(1, 10)
-_KIND_OF = {Op.NOP: K_NOP, Op.COPY: K_COPY, Op.MMAD: K_MMAD, Op.SET_FLAG: K_SET,
-            Op.WAIT_FLAG: K_WAIT, Op.BARRIER: K_BARRIER, Op.SYNC_ALL: K_SYNC_ALL}
+# The engine's kind of instruction (``_engine.KINDS``) of the opcodes that have their own.
+_KIND_OF = {Op.NOP: "NOP", Op.COPY: "COPY", Op.MMAD: "MMAD", Op.SET_FLAG: "SET",
+            Op.WAIT_FLAG: "WAIT", Op.BARRIER: "BARRIER", Op.SYNC_ALL: "SYNC_ALL"}
 # Symbols' base addresses above this are left to the reference (see _engine.pyx).
 _MAX_GM_BYTES = 1 << 50
 
 
 def _kinds() -> np.ndarray:
+    """The engine's instruction kind by opcode (0: invalid)."""
+    kinds = _engine().KINDS
     table = np.zeros(256, dtype=np.uint8)
     for op in Op:
         if op in _KIND_OF:
-            table[op] = _KIND_OF[op]
+            table[op] = kinds[_KIND_OF[op]]
         elif op in REDUCE:
-            table[op] = K_REDUCE
+            table[op] = kinds["REDUCE"]
         elif op in VECTOR:
-            table[op] = K_VECTOR
+            table[op] = kinds["VECTOR"]
     return table
 
 
@@ -76,10 +78,11 @@ def _tables(target: Target) -> tuple[tuple[np.ndarray, ...], tuple]:
     path_ok = np.zeros(n * n, dtype=np.uint8)
     rate, row_cycles = np.ones(n * n), np.zeros(n * n)
     latency, min_burst = np.zeros(n * n, dtype=np.int64), np.zeros(n * n, dtype=np.int64)
-    for src in Mem:
-        for dst in Mem:
-            if target.has_path(src.name, dst.name):
-                path = target.path(src.name, dst.name)
+    names = memory_map(target).names
+    for src in names:
+        for dst in names:
+            if target.has_path(names[src], names[dst]):
+                path = target.path(names[src], names[dst])
                 i = src * n + dst
                 path_ok[i] = 1
                 rate[i], row_cycles[i] = path.bytes_per_cycle, path.row_cycles
@@ -190,16 +193,15 @@ def simulate(program: Program, target: Target, bound_cycles: int,
         prepared.sizes if check else None)
     if status == engine.CHECK_FAILED or (check and status == engine.USE_REFERENCE):
         _check(program, target)             # raises what is wrong
-    if status == engine.CHECK_FAILED:       # (not reached: the two checks agree)
-        return simulate(program, target, bound_cycles, trace=trace)
     if status == engine.USE_REFERENCE:
         return _reference(program, target, bound_cycles, trace)
     if status == engine.DEADLOCK:
-        raise _deadlock(program, core, index)
+        raise _deadlock(program, target, core, index)
+    memories, copy_pipes = target_facts(target)
     return SimResult(target.name, target.clock_ghz, target.launch_overhead_cycles + longest,
                      core_cycles, pipe_busy, flag_wait, starved, queue_stall, path_bytes,
                      l2_hit, gm_read, gm_write, bound_cycles, prepared.instructions,
-                     trace=records)
+                     trace=records, memories=memories, copy_pipes=copy_pipes)
 
 
 def _reference(program: Program, target: Target, bound_cycles: int, trace: bool) -> SimResult:
@@ -214,12 +216,12 @@ def _check(program: Program, target: Target) -> None:
     check_program(program, target)
 
 
-def _deadlock(program: Program, core: int, index: int) -> SimError:
+def _deadlock(program: Program, target: Target, core: int, index: int) -> SimError:
     """The reference engine's deadlock error for instruction ``index`` of ``core``."""
     from pypto.codegen.asm import print_instruction
 
     row = program.cores[core][index].item()
-    text = print_instruction(row, program.symbols).strip()
+    text = print_instruction(row, program.symbols, target).strip()
     src, dst, event = Pipe(row[2]).name, Pipe(row[1]).name, row[3]
     return SimError(f"{program.name}, core {core}, instruction {index} ({text}): deadlock: "
                     f"this WAIT_FLAG waits for a SET_FLAG {src}->{dst} event {event} that is "

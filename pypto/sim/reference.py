@@ -54,10 +54,11 @@ from collections import defaultdict
 import numpy as np
 
 from pypto.codegen.isa import INSTR, REDUCE, VECTOR, Mem, Op, Pipe
+from pypto.codegen.memories import memory_map
 from pypto.codegen.program import Program
 from pypto.errors import SimError
 from pypto.ir.dtypes import BY_CODE
-from pypto.sim.result import TRACE, SimResult
+from pypto.sim.result import TRACE, SimResult, target_facts
 from pypto.targets import Target
 
 F = {name: i for i, name in enumerate(INSTR.names)}
@@ -163,6 +164,7 @@ class ReferenceEngine:
 
     def __init__(self, program: Program, target: Target, trace: bool = False) -> None:
         self.program, self.target, self.want_trace = program, target, trace
+        self.memories = memory_map(target)
         n = len(program.cores)
         self.pipe_busy = np.zeros((n, NPIPES), dtype=np.int64)
         self.flag_wait = np.zeros((n, NPIPES, NPIPES), dtype=np.int64)
@@ -201,16 +203,17 @@ class ReferenceEngine:
         trace = None
         if self.want_trace:
             trace = np.array(sorted(self.trace), dtype=TRACE)
+        names, copy_pipes = target_facts(self.target)
         return SimResult(self.target.name, self.target.clock_ghz, cycles, core_cycles,
                          self.pipe_busy, self.flag_wait, self.starved, self.queue_stall,
                          self.path_bytes, self.l2_hit_bytes, self.gm_read_bytes,
                          self.gm_write_bytes, bound_cycles, self.program.num_instructions,
-                         trace=trace)
+                         trace=trace, memories=names, copy_pipes=copy_pipes)
 
     def fail(self, core: _Core, message: str) -> SimError:
         from pypto.codegen.asm import print_instruction
 
-        text = print_instruction(core.rows[core.pc], self.program.symbols).strip()
+        text = print_instruction(core.rows[core.pc], self.program.symbols, self.target).strip()
         return SimError(f"{self.program.name}, core {core.index}, instruction {core.pc} "
                         f"({text}): {message}")
 
@@ -330,8 +333,8 @@ class ReferenceEngine:
         FIX pipe converts the fp32 accumulator to the output type on the way out). The
         pipe's time counts the bytes it reads; a GM access, its L2 lines and DRAM
         traffic count the GM tensor's bytes; ``path_bytes`` counts the bytes written."""
-        src, dst = Mem(row[F["a_mem"]]), Mem(row[F["d_mem"]])
-        path = self.target.path(src.name, dst.name)
+        src, dst = row[F["a_mem"]], row[F["d_mem"]]
+        path = self.target.path(self.memories.name(src), self.memories.name(dst))
         read_isz = BY_CODE[row[F["sdtype"]]].itemsize
         write_isz = BY_CODE[row[F["dtype"]]].itemsize
         rows, cols = row[F["d_rows"]], row[F["d_cols"]]

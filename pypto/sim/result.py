@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from pypto.codegen.isa import Mem, Pipe
+from pypto.codegen.isa import COMPUTE_PIPES, Mem, Pipe
+from pypto.codegen.memories import memory_map
+from pypto.targets import Target
 
 PIPES = tuple(p.name for p in Pipe)
-MEMS = tuple(m.name for m in Mem)
+MEMS = tuple(m.name for m in Mem)  # by role: a target names them (``target_facts``)
 
 # Trace records: one per instruction, in program order per core.
 TRACE = np.dtype([("core", "i4"), ("index", "i4"), ("pipe", "u1"), ("op", "u1"),
@@ -38,6 +41,9 @@ class SimResult:
         hazards: data races found in the timed trace (empty when clean; only computed when
             asked for).
         trace: per-instruction ``TRACE`` records when asked for.
+        memories: the target's name of each memory code (``""``: it has none).
+        copy_pipes: the pipes that move data: those the target's data paths run on,
+            except the compute pipes (a vector-to-vector copy runs on the vector unit).
     """
 
     target: str
@@ -56,6 +62,8 @@ class SimResult:
     instructions: int
     hazards: list[str] = field(default_factory=list)
     trace: np.ndarray | None = None
+    memories: tuple[str, ...] = MEMS
+    copy_pipes: tuple[int, ...] = ()
 
     @property
     def time_us(self) -> float:
@@ -84,8 +92,10 @@ class SimResult:
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
     def bytes_by_path(self) -> dict[str, int]:
-        return {f"{MEMS[s]}->{MEMS[d]}": int(self.path_bytes[s, d])
-                for s in range(len(MEMS)) for d in range(len(MEMS)) if self.path_bytes[s, d]}
+        """Bytes moved per data path, by the target's memory names: ``"GM->L1"`` etc."""
+        names = [name or MEMS[code] for code, name in enumerate(self.memories)]
+        return {f"{names[s]}->{names[d]}": int(self.path_bytes[s, d])
+                for s in range(len(names)) for d in range(len(names)) if self.path_bytes[s, d]}
 
     def same_timing(self, other: SimResult) -> bool:
         """Equal in every field both engines compute (the engines' contract)."""
@@ -133,10 +143,20 @@ class SimResult:
                          sum(r.bound_cycles for r in results),
                          sum(r.instructions for r in results),
                          [h for r in results for h in r.hazards],
-                         np.concatenate(traces) if len(traces) == len(results) else None)
+                         np.concatenate(traces) if len(traces) == len(results) else None,
+                         first.memories, first.copy_pipes)
 
     def summary(self) -> str:
         util = self.utilization()
         top = ", ".join(f"{k} {v:.0%}" for k, v in util.items() if v >= 0.005)
         return (f"{self.cycles} cycles ({self.time_us:.2f} us), bound {self.bound_cycles} "
                 f"(efficiency {self.efficiency:.0%}); utilization: {top}")
+
+
+@functools.lru_cache(maxsize=32)
+def target_facts(target: Target) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """``(memories, copy_pipes)`` of a ``SimResult`` on ``target``."""
+    names = memory_map(target).names
+    memories = tuple(names.get(code, "") for code in Mem)
+    moving = {Pipe[path.pipe] for path in target.paths.values()} - set(COMPUTE_PIPES)
+    return memories, tuple(int(p) for p in sorted(moving))

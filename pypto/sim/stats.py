@@ -1,32 +1,28 @@
 """Instruction statistics of a core's stream: per-pipe counts and per-path COPY bytes.
 
-``program_stats`` runs the compiled ``pypto.sim._stats`` when it is built and falls
-back to ``python_program_stats``, the plain-NumPy definition, when it is not (warning
-once). Setting ``PYPTO_SIM=ref`` in the environment forces the fallback.
+``program_stats`` runs the compiled ``pypto.sim._stats``, or ``python_program_stats``,
+the plain-NumPy definition, when ``PYPTO_IMPL=python`` asks for it or the extension is
+not built (see ``pypto.native``).
 
 Example:
     >>> from pypto.codegen.isa import Mem, Op, Pipe
     >>> from pypto.codegen.program import Operand, StreamBuilder
     >>> from pypto.ir.dtypes import float16
     >>> stream = StreamBuilder()
-    >>> dst, src = Operand(Mem.L1, 0, 16, 16, 16), Operand(Mem.GM, 0, 16, 16, 16, gm=0)
+    >>> dst, src = Operand(Mem.STAGE, 0, 16, 16, 16), Operand(Mem.GM, 0, 16, 16, 16, gm=0)
     >>> _ = stream.emit(Op.COPY, dst, src, dtype=float16)
     >>> counts, paths = program_stats(stream.array())
-    >>> int(counts[Pipe.MTE2]), int(paths[Mem.GM, Mem.L1])
+    >>> int(counts[Pipe.MTE2]), int(paths[Mem.GM, Mem.STAGE])
     (1, 512)
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
-import os
-import warnings
 from collections.abc import Callable
-from types import ModuleType
 
 import numpy as np
 
+from pypto import native
 from pypto.codegen.isa import INSTR, Mem, Op, Pipe
 from pypto.ir.dtypes import BY_CODE
 
@@ -46,8 +42,8 @@ def python_program_stats(instr: np.ndarray) -> Stats:
         instr: a 1-D array of ``pypto.codegen.isa.INSTR`` records (one core's stream).
 
     Returns:
-        ``(per_pipe_counts, per_path_bytes)``: int64 arrays of shape ``(7,)`` (pipes)
-        and ``(10, 10)`` (memories). ``per_path_bytes[src, dst]`` sums
+        ``(per_pipe_counts, per_path_bytes)``: int64 arrays of shape ``(len(Pipe),)``
+        and ``(len(Mem), len(Mem))``. ``per_path_bytes[src, dst]`` sums
         ``d_rows * d_cols * itemsize``
         over the COPY instructions from memory ``src`` (``a_mem``) to ``dst``
         (``d_mem``).
@@ -92,27 +88,12 @@ def _check_ranges(instr: np.ndarray) -> None:
         row = instr[i]
         raise ValueError(
             f"instruction {i} is out of range (pipe={row['pipe']}, a_mem={row['a_mem']}, "
-            f"d_mem={row['d_mem']}, dtype={row['dtype']}): pipes and memories are 0..6 and "
-            f"dtype codes 0..3, see pypto.codegen.isa"
+            f"d_mem={row['d_mem']}, dtype={row['dtype']}): pipes are 0..{NUM_PIPES - 1}, "
+            f"memories 0..{NUM_MEMS - 1} and dtype codes 0..{len(ITEMSIZE_BY_CODE) - 1}, see "
+            "pypto.codegen.isa"
         )
 
 
 def _implementation() -> Callable[[np.ndarray], Stats]:
-    if os.environ.get("PYPTO_SIM") == "ref":
-        return python_program_stats
-    ext = _extension()
+    ext = native.extension("pypto.sim._stats", stacklevel=3)
     return ext.program_stats if ext is not None else python_program_stats
-
-
-@functools.cache
-def _extension() -> ModuleType | None:
-    try:
-        return importlib.import_module("pypto.sim._stats")
-    except ImportError:
-        warnings.warn(
-            "pypto's Cython extension pypto.sim._stats is not built; using the slower "
-            "pure-NumPy fallback. Run `pip install -e .` in the source tree to build it.",
-            RuntimeWarning,
-            stacklevel=4,
-        )
-        return None

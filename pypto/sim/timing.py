@@ -1,37 +1,21 @@
 """``simulate(program, target)``: time a program with the Cython engine, or with the
-reference engine when the extension is not built or ``PYPTO_SIM=ref`` asks for it."""
+reference engine (its specification) when ``PYPTO_IMPL=python`` asks for it or the
+extension is not built (see ``pypto.native``)."""
 
 from __future__ import annotations
 
 import functools
-import os
-import sys
-import warnings
 from types import ModuleType
 
+from pypto import native
 from pypto.codegen.program import Program
 from pypto.sim.result import SimResult
 from pypto.targets import Target
 
-_warned = False
-
 
 def engine_name() -> str:
     """``"cython"`` or ``"reference"``: which engine ``simulate`` will use."""
-    global _warned
-    if os.environ.get("PYPTO_SIM", "").lower() in ("ref", "reference"):
-        return "reference"
-    if sys.modules.get("pypto.sim._engine") is not None:   # loaded: no import machinery
-        return "cython"
-    try:
-        from pypto.sim import _engine  # noqa: F401
-    except ImportError:
-        if not _warned:
-            warnings.warn("PyPTO's Cython timing engine is not built; using the slow reference "
-                          "engine. Run `pip install -e .` to build it.", stacklevel=3)
-            _warned = True
-        return "reference"
-    return "cython"
+    return "cython" if native.extension("pypto.sim._engine", stacklevel=3) else "reference"
 
 
 def simulate(program: Program, target: Target, *, bound_cycles: int | None = None,
@@ -69,7 +53,7 @@ def simulate(program: Program, target: Target, *, bound_cycles: int | None = Non
 
         result.hazards = find_hazards(program, result.trace)  # type: ignore[arg-type]
         if not trace:
-            result.trace = result.trace if trace else None
+            result.trace = None
     return result
 
 

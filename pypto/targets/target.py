@@ -34,7 +34,9 @@ from pypto.errors import TargetError
 
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 
-#: What code asks memories for. ``global`` is the off-chip memory every kernel reads.
+#: What code asks memories for. ``global`` is the off-chip memory every kernel reads. PTO
+#: instructions code memories by role, in this order (``pypto.codegen.isa.Mem``): a
+#: memory no role names is never used.
 ROLES = ("global", "stage", "left", "right", "acc", "vector")
 
 #: Pipe names a data path may run on; the same names as ``pypto.codegen.isa.Pipe``.

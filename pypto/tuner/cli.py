@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pypto.tuner import TuneError
+from pypto.tuner.options import TuneOptions
 
 
 def _open_store(db: str | None) -> Any:
@@ -88,16 +89,14 @@ def run_tune(file: Path, *, kernels: list[str] | None, target: str | None, trial
               + (f", seed {seed}" if seed is not None else ""))
 
     command = " ".join(["pypto", "tune", *sys.argv[2:]]) if sys.argv[1:2] == ["tune"] else ""
-    deadline = time.perf_counter() + timeout if timeout else None
+    options = TuneOptions(strategy, trials, seed=seed, early_stopping=early_stopping,
+                          deadline=time.perf_counter() + timeout if timeout else None,
+                          command=command, host=socket.gethostname())
     pool = None
     if workers > 1:
-        pool = Pool(tasks, store, workers=workers, strategy=strategy, trials=trials, seed=seed,
-                    early_stopping=early_stopping, deadline=deadline, command=command,
-                    host=socket.gethostname())
+        pool = Pool(tasks, store, options, workers=workers)
     try:
-        results = _tune_all(tasks, store, pool, err, strategy=strategy, trials=trials,
-                            seed=seed, early_stopping=early_stopping, deadline=deadline,
-                            command=command)
+        results = _tune_all(tasks, store, pool, err, options)
     except BaseException:
         if pool is not None:
             pool.close(abort=True)
@@ -127,15 +126,15 @@ def run_tune(file: Path, *, kernels: list[str] | None, target: str | None, trial
     return 0
 
 
-def _tune_all(tasks: list[Any], store: Any, pool: Any, err: Any, *, strategy: str,
-              trials: int, seed: int | None, early_stopping: int | None,
-              deadline: float | None, command: str) -> list[Any]:
+def _tune_all(tasks: list[Any], store: Any, pool: Any, err: Any,
+              options: TuneOptions) -> list[Any]:
     """Tune each task in turn (here, or by the workers of ``pool``), with a progress bar
     showing the trials of every worker."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from pypto.tuner.loop import tune_task
 
+    trials = options.trials
     results = []
     for i, task in enumerate(tasks):
         with Progress(TextColumn("{task.description}"), BarColumn(),
@@ -156,10 +155,7 @@ def _tune_all(tasks: list[Any], store: Any, pool: Any, err: Any, *, strategy: st
             if pool is not None:
                 res = pool.tune(i, on_progress=show)
             else:
-                res = tune_task(task, store, strategy, trials, seed=seed,
-                                early_stopping=early_stopping, deadline=deadline,
-                                command=command, host=socket.gethostname(),
-                                on_start=show, on_progress=show)
+                res = tune_task(task, store, options, on_start=show, on_progress=show)
             show(res)
         if res.status == "complete":
             err.print(f"{task.label}: already has {res.trials_before} trials on "

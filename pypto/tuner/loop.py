@@ -1,5 +1,5 @@
-"""The tuning loop of one worker: ask a strategy for a point, claim it, measure it, record
-it, tell Optuna.
+"""The tuning loop of one worker: propose a point, claim it, measure it, record it, tell
+the strategy, check whether to stop.
 
 The database is the truth, and it may be shared: the ``--workers`` of a run, other
 ``pypto tune`` processes on the same file, and other machines on PostgreSQL tune one
@@ -17,24 +17,42 @@ removed by its peers and their schedules re-queued (``pypto.tuner.study``).
 A run resumes from the database: it counts the trials already there, warm-starts its
 study from them and, with an in-memory study, picks up what other processes record while
 it runs. Invalid points are rejected before measurement: reported, never counted.
+
+The loop talks to Optuna only through its strategy (``pypto.tuner.strategies.base``:
+propose, tell, fail, give back, enqueue) and keeps what it learns in a ``Ledger``
+(``pypto.tuner.ledger``). One trial, in ``_Tuner``:
+
+- ``_stop_before_proposing``: the stop checks (deadline, stop request, budget, exhaustion);
+- ``_force_random_point``: after duplicate or infeasible proposals, a random new point;
+- ``_take``: one proposal through ``_claim``, ``_measure_while_proposing``,
+  ``_record_and_tell``; its ``_Step`` says what became of it;
+- ``_sync_with_peers``, then the early-stopping check.
 """
 
 from __future__ import annotations
 
+import enum
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Any
 
 from pypto.sim import MODEL_VERSION
+from pypto.tuner.ledger import Ledger
 from pypto.tuner.measure import Measurement, Measurer
-from pypto.tuner.study import SCHEDULE_ATTR, give_back
+from pypto.tuner.options import TuneOptions
+from pypto.tuner.result import TaskResult
 
 if TYPE_CHECKING:
-    from pypto.db import ClaimResult, Record, ScheduleStore, TaskProgress, WorkerInfo
-    from pypto.schedule_space import Schedule
-    from pypto.tuner.strategies.base import Strategy
+    import random
+
+    from pypto.db import Claim, ClaimResult, Record, ScheduleStore, WorkerInfo
+    from pypto.schedule_space import Schedule, Space
+    from pypto.schedule_space.space import SpaceSize
+    from pypto.tuner.prefetch import Proposer
+    from pypto.tuner.strategies.base import Proposal, Strategy
     from pypto.tuner.tasks import Task
+
+__all__ = ["TaskResult", "TuneOptions", "prior_records", "tune_task"]
 
 #: consecutive proposals that are duplicates or infeasible before a random valid point is
 #: forced in, and before the space is declared exhausted
@@ -47,57 +65,13 @@ WAIT_S = 0.1
 SYNC_S = 1.0
 
 
-@dataclass
-class TaskResult:
-    task: Task
-    trials_asked: int
-    trials_before: int = 0          # measured trials the database held at the start
-    trials_run: int = 0             # measured by this worker in this run
-    rejected: int = 0               # infeasible points proposed (not measured, not counted)
-    duplicates: int = 0             # proposals measured or in flight elsewhere (not measured)
-    errors: int = 0                 # measured trials that failed (error / timeout)
-    requeued: int = 0               # schedules of dead workers queued again
-    default_cycles: int | None = None
-    best_cycles: int | None = None
-    best_schedule: Schedule | None = None
-    started: float = field(default_factory=time.perf_counter)
-    elapsed: float = 0.0
-    measure_s: float = 0.0          # inside lower + simulate
-    lower_s: float = 0.0
-    simulate_s: float = 0.0
-    status: str = "running"         # done | complete | early-stopped | timeout | exhausted
-    #                                 | interrupted
-    run_id: int | None = None
-    order: list[str] = field(default_factory=list)   # schedule keys measured, in order
-    measured_total: int = 0         # trials in the database, by every worker, last seen
-    task_bound: int = 0
+class _Step(enum.Enum):
+    """What became of one proposal."""
 
-    @property
-    def trials_total(self) -> int:
-        return max(self.trials_before + self.trials_run, self.measured_total)
-
-    @property
-    def speedup(self) -> float | None:
-        if self.default_cycles and self.best_cycles:
-            return self.default_cycles / self.best_cycles
-        return None
-
-    @property
-    def efficiency(self) -> float | None:
-        bound = self.task_bound
-        return bound / self.best_cycles if bound and self.best_cycles else None
-
-    @property
-    def rate(self) -> float:
-        """Trials per second of the whole task (every worker) since this run started."""
-        dt = time.perf_counter() - self.started
-        return (self.trials_total - self.trials_before) / dt if dt > 0 else 0.0
-
-    def stats(self) -> dict[str, Any]:
-        """What a worker process reports to its parent (plain data)."""
-        return {name: getattr(self, name) for name in (
-            "trials_before", "trials_run", "rejected", "duplicates", "errors", "requeued",
-            "default_cycles", "measure_s", "lower_s", "simulate_s", "status")}
+    MEASURED = "measured"          # a trial: recorded and told
+    REJECTED = "rejected"          # infeasible, proposed or found so: not a trial
+    DUPLICATE = "duplicate"        # measured already, or being measured: not a trial
+    BUDGET_FULL = "budget full"    # the budget was spent meanwhile: the run is over
 
 
 def prior_records(store: ScheduleStore, task: Task) -> list[Record]:
@@ -107,136 +81,354 @@ def prior_records(store: ScheduleStore, task: Task) -> list[Record]:
             if r.status != "invalid"]
 
 
-def _unmeasured_sample(space: Any, strategy: Strategy, measured: dict[str, Record],
+def _unmeasured_sample(space: Space, rng: random.Random, measured: Container[str],
                        tries: int = 200) -> Schedule | None:
     """A uniformly sampled valid point not measured yet (None if none turned up)."""
     for _ in range(tries):
-        s = space.sample(strategy.rng)
+        s = space.sample(rng)
         if s.key not in measured:
             return s
     return None
 
 
-def tune_task(task: Task, store: ScheduleStore, strategy_name: str, trials: int, *,
-              seed: int | None = None, early_stopping: int | None = None,
-              deadline: float | None = None, time_limit: float | None = None,
-              commit_every: int = 1, command: str = "", host: str = "",
+def tune_task(task: Task, store: ScheduleStore, options: TuneOptions, *,
+              worker: WorkerInfo | None = None, run_id: int | None = None,
               on_start: Callable[[TaskResult], None] | None = None,
               on_progress: Callable[[TaskResult], None] | None = None,
-              worker: WorkerInfo | None = None, shared: bool | None = None,
-              warm: bool = True, run_id: int | None = None,
               should_stop: Callable[[], bool] | None = None) -> TaskResult:
-    """Bring ``task`` to ``trials`` measured trials in ``store`` (see the module doc).
+    """Bring ``task`` to ``options.trials`` measured trials in ``store`` (see the module doc).
 
-    ``deadline`` is a ``time.perf_counter()`` value; ``time_limit`` caps one measurement.
-    ``shared``: ask the study in the shared Optuna storage of ``store`` (default: only on
-    PostgreSQL) rather than one in memory; ``warm``: add the records it lacks to it first.
-    ``run_id``: a run started by the caller (which then also ends it); ``should_stop``:
-    polled between trials (a worker whose parent died).
+    ``worker``: this process's identity in claims (default: a new one); ``run_id``: a run
+    started by the caller (which then also ends it; default: one started and ended here).
+    The callbacks belong to the calling process, so they are not options: ``on_start``
+    once the default schedule is measured, ``on_progress`` after each trial, both with the
+    result so far; ``should_stop`` is polled between trials (a worker whose parent died).
+
+    Example:
+        >>> import pypto
+        >>> from pypto.db import open_store
+        >>> from pypto.tuner.tasks import extract_tasks
+        >>> k = pypto.kernel(lambda a, b: pypto.matmul(a, b))
+        >>> c = k.lower(pypto.spec((64, 64), "float16"), pypto.spec((64, 64), "float16"))
+        >>> (task,) = extract_tasks([c])
+        >>> tune_task(task, open_store("sqlite://"), TuneOptions("random", 3, seed=0)).status
+        'done'
     """
     from pypto.db import WorkerInfo
     from pypto.tuner.strategies import get_strategy
     from pypto.tuner.study import open_storage, shared_by_default
 
-    strategy = get_strategy(strategy_name, seed)
-    shared = shared_by_default(store.url) if shared is None else shared
+    strategy = get_strategy(options.strategy, options.seed)
+    shared = shared_by_default(store.url) if options.shared is None else options.shared
     storage = open_storage(store.url) if shared else None
-    return _Tuner(task, store, strategy, trials, worker or WorkerInfo.current(),
-                  early_stopping=early_stopping, deadline=deadline, time_limit=time_limit,
-                  commit_every=commit_every, on_progress=on_progress,
-                  should_stop=should_stop).run(storage, warm=warm, run_id=run_id,
-                                               command=command, host=host,
-                                               on_start=on_start)
+    tuner = _Tuner(task, store, strategy, options, worker or WorkerInfo.current(),
+                   on_progress=on_progress, should_stop=should_stop)
+    return tuner.run(storage, run_id=run_id, on_start=on_start)
 
 
 class _Tuner:
     """The state of one worker tuning one task (``tune_task`` is its front door)."""
 
-    def __init__(self, task: Task, store: ScheduleStore, strategy: Strategy, trials: int,
-                 worker: WorkerInfo, *, early_stopping: int | None, deadline: float | None,
-                 time_limit: float | None, commit_every: int,
+    def __init__(self, task: Task, store: ScheduleStore, strategy: Strategy,
+                 options: TuneOptions, worker: WorkerInfo, *,
                  on_progress: Callable[[TaskResult], None] | None,
                  should_stop: Callable[[], bool] | None) -> None:
-        self.task, self.store, self.strategy, self.trials = task, store, strategy, trials
+        self.task, self.store, self.strategy, self.options = task, store, strategy, options
+        self.budget = options.trials
         self.worker = worker
-        self.early_stopping, self.deadline = early_stopping, deadline
-        self.commit_every, self.on_progress = commit_every, on_progress
-        self.should_stop = should_stop
-        self.res = TaskResult(task, trials)
-        self.measurer = Measurer(task.workload, task.target, task.space, time_limit=time_limit)
+        self.on_progress, self.should_stop = on_progress, should_stop
+        self.res = TaskResult(task, self.budget)
+        self.measurer = Measurer(task.workload, task.target, task.space,
+                                 time_limit=options.time_limit)
         self.res.task_bound = self.measurer.bound_cycles
-        self.measured: dict[str, Record] = {}   # trials known here, by schedule key
-        self.pending: list[Record] = []
-        self.study: Any = None
-        self.shared = False
+        self.ledger = Ledger(task, store, self.res, options.commit_every)
+        self.shared = False                     # the study is in the shared storage
         self.last_sync = self.last_reap = time.perf_counter()
-        self.since_best = 0       # trials recorded (by anyone) since the best one
+        self.since_best = 0         # trials recorded (by anyone) since the best one
+        self.stale = 0              # proposals in a row that were neither new nor feasible
+        self.last_duplicate = False     # a converged sampler repeats itself
+        self.space_size: SpaceSize | None = None     # known once the trials start
 
-    # -- the database ----------------------------------------------------------------------
-    def _learn(self, records: list[Record]) -> list[Record]:
-        """Take in records measured elsewhere; return the new ones."""
-        new = [r for r in records if r.status != "invalid" and r.schedule_key not in
-               self.measured]
-        for r in new:
-            self.measured[r.schedule_key] = r
-            self._see(r)
-        return new
+    # -- the run ---------------------------------------------------------------------------
+    def run(self, storage: Any, *, run_id: int | None,
+            on_start: Callable[[TaskResult], None] | None) -> TaskResult:
+        """Resume from the database, measure the default, then trial after trial; the
+        outcome as the database has it at the end. ``storage``: the shared Optuna storage,
+        or None for a study in memory."""
+        from pypto.tuner.liveness import dead_here, heartbeat
 
-    def _see(self, record: Record | None = None, progress: TaskProgress | None = None) -> bool:
-        """Take in a result or the database's snapshot; True if ``record`` is a new best."""
+        task, store, res = self.task, self.store, self.res
+        self.ledger.remember(prior_records(store, task))
+        res.trials_before = len(self.ledger)
+        res.measured_total = store.progress(*task.key).measured
+        default = task.space.default()
+        if res.trials_total >= self.budget:
+            return self._complete_already(default)
+        owned = run_id is None
+        res.run_id = run_id if run_id is not None else self._start_run()
+        self.shared = storage is not None
+        self.strategy.start(task, storage, self.ledger.records(),
+                            warm=self.options.warm)
+        run_status = "done"
+        try:
+            with heartbeat(store, self.worker):
+                self._requeue_dead(dead_here(store, *task.key, self.worker))
+                self._measure_default(default)
+                if on_start:
+                    on_start(res)
+                self._propose_and_measure()
+        except BaseException:
+            run_status = "interrupted"
+            raise
+        finally:
+            self._end_run(run_status, owned)
+        return self._final_result(default)
+
+    def _start_run(self) -> int:
+        from pypto.db import TargetInfo, WorkloadInfo
+
+        return self.store.start_run(
+            strategy=self.strategy.name, trials_asked=self.budget,
+            command=self.options.command, host=self.options.host,
+            workload=WorkloadInfo.of(self.task.workload), target=TargetInfo.of(self.task.target))
+
+    def _end_run(self, run_status: str, owned: bool) -> None:
+        """Commit what is held back, give back every claim, and end the run if it is ours."""
         res = self.res
-        if progress is not None:
-            res.measured_total = max(res.measured_total, progress.measured)
-            if progress.best_cycles is not None and (res.best_cycles is None
-                                                     or progress.best_cycles < res.best_cycles):
-                res.best_cycles, res.best_schedule = progress.best_cycles, None
-        if record is None or record.status != "ok" or record.cycles is None:
-            return False
-        if res.best_cycles is None or record.cycles < res.best_cycles:
-            res.best_cycles, res.best_schedule = record.cycles, record.schedule
+        self.ledger.commit()
+        self.store.release(self.worker.id)
+        res.elapsed = time.perf_counter() - res.started
+        self._end_with(run_status)
+        if owned:
+            assert res.run_id is not None
+            self.store.update_run(res.run_id, trials_done=res.trials_run,
+                                  best_cycles=res.best_cycles,
+                                  status="done" if run_status == "done" else "interrupted")
+
+    def _complete_already(self, default: Schedule) -> TaskResult:
+        """The database has the trials: nothing to tune, the default's cycles to report."""
+        self.res.status = "complete"
+        prior = self.ledger.get(default.key)
+        self.res.default_cycles = prior.cycles if prior else self.measurer(default).cycles
+        return self._final_result()
+
+    def _measure_default(self, default: Schedule) -> None:
+        """The default schedule is the baseline, and the first trial of a task."""
+        from pypto.db.records import ClaimOutcome
+
+        prior = self.ledger.get(default.key)
+        if prior is not None:
+            self.res.default_cycles = prior.cycles
+            return
+        claim = self._claim(default)
+        rec = None
+        if claim.status == ClaimOutcome.MEASURED and claim.record is not None:
+            self.ledger.remember([claim.record])
+            self.res.default_cycles = claim.record.cycles
+            rec = None if self.shared else claim.record   # its measurer told the shared study
+        elif claim.status == ClaimOutcome.CLAIMED:
+            m = self.measurer(default)
+            if m.counts:
+                rec = self.ledger.record(default, m)
+                self.ledger.update_best(rec)
+                self.ledger.commit()
+            else:
+                self.store.release(self.worker.id, [default.key])
+            self.res.default_cycles = m.cycles
+        if rec is not None:
+            self.strategy.add_measured([rec])
+
+    def _final_result(self, default: Schedule | None = None) -> TaskResult:
+        """The outcome as the database has it: the best and the total of every worker."""
+        res, task = self.res, self.task
+        res.elapsed = time.perf_counter() - res.started
+        best = self.store.best(task.workload.key, task.target.key)
+        if best is not None and best.cycles is not None:
+            res.best_cycles, res.best_schedule = best.cycles, best.schedule
+        res.measured_total = self.store.progress(*task.key).measured
+        if res.default_cycles is None and default is not None:
+            self.ledger.remember(prior_records(self.store, task))
+            prior = self.ledger.get(default.key)
+            res.default_cycles = prior.cycles if prior else self.measurer(default).cycles
+        if res.default_cycles is not None and (res.best_cycles is None
+                                               or res.default_cycles < res.best_cycles):
+            res.best_cycles, res.best_schedule = res.default_cycles, task.space.default()
+        return res
+
+    # -- the trials ------------------------------------------------------------------------
+    def _propose_and_measure(self) -> None:
+        """Run the trials with the next proposal made ahead (in-memory study only); a
+        proposal made ahead and never taken is given back."""
+        from pypto.tuner.prefetch import Proposer
+
+        proposer = Proposer(self.strategy.propose, enabled=not self.shared)
+        try:
+            self._run_trials(proposer)
+        finally:
+            left = proposer.close()
+            if left is not None:   # proposed ahead, never measured
+                self.strategy.give_back(left)
+
+    def _run_trials(self, proposer: Proposer[Proposal]) -> None:
+        """Trial after trial until the budget is reached or a stop check ends the run;
+        ``res.status`` says which."""
+        res = self.res
+        self.space_size = self.task.space.size()
+        while res.trials_total < self.budget:
+            if self._stop_before_proposing():
+                return
+            if self._stuck():
+                self._force_random_point()
+            step = self._take(proposer.next(), proposer)
+            if step is _Step.BUDGET_FULL:
+                self._end_with("done")
+                return
+            if step is not _Step.MEASURED:
+                self._count_no_trial(step)
+                continue
+            self.stale, self.last_duplicate = 0, False
+            self._sync_with_peers()
+            if self.on_progress:
+                self.on_progress(res)
+            if self._early_stop_reached():
+                return
+        res.status = "done"
+
+    def _count_no_trial(self, step: _Step) -> None:
+        """A proposal that was no trial (rejected, or a duplicate): count it, and the
+        proposals in a row that were none."""
+        self.stale += 1
+        self.last_duplicate = step is _Step.DUPLICATE
+        if self.last_duplicate:
+            self.res.duplicates += 1
+        else:
+            self.res.rejected += 1
+
+    def _stop_before_proposing(self) -> bool:
+        """The checks before a proposal: the deadline or a stop request, a budget filled
+        by the trials in the database (shared study), a space with nothing new left."""
+        if self._stop_requested() or (self.shared and not self._wait_for_room()):
+            self._end_with("done")
+            return True
+        if self.stale >= EXHAUSTED_AFTER or (self._stuck() and self._every_point_measured()):
+            self.res.status = "exhausted"
             return True
         return False
 
-    def flush(self) -> None:
-        if self.pending:
-            self.store.add_records(self.pending)
-            self.pending.clear()
+    def _stuck(self) -> bool:
+        """Whether to force a random point in: the last proposal was a duplicate (a
+        converged sampler repeats itself), or ``FORCE_RANDOM_AFTER`` in a row were no new
+        feasible point."""
+        return bool(self.stale) and (self.stale % FORCE_RANDOM_AFTER == 0
+                                     or self.last_duplicate)
 
-    def record(self, sched: Schedule, m: Measurement) -> Record:
-        from pypto.db import Record
+    def _every_point_measured(self) -> bool:
+        size = self.space_size
+        return size is not None and size.exact and len(self.ledger) >= size.value
 
-        res = self.res
-        rec = Record.measured(self.task.workload, self.task.target, sched,
-                              cycles=m.cycles if m.ok else None, status=m.status,
-                              error=m.error, run_id=res.run_id)
-        self.measured[sched.key] = rec
-        res.order.append(sched.key)
-        res.trials_run += 1
-        res.measure_s += m.lower_s + m.simulate_s
-        res.lower_s += m.lower_s
-        res.simulate_s += m.simulate_s
-        if not m.ok:
-            res.errors += 1
-        self.pending.append(rec)
-        if len(self.pending) >= self.commit_every:
-            self.flush()
-        return rec
+    def _force_random_point(self) -> None:
+        """Queue a uniformly sampled point not measured yet as the study's next trial."""
+        fresh = _unmeasured_sample(self.task.space, self.strategy.rng, self.ledger)
+        if fresh is not None:
+            self.strategy.enqueue(fresh)
 
-    def claim(self, sched: Schedule, trial: int | None = None) -> ClaimResult:
-        """Claim ``sched``; while the budget is held by trials in flight elsewhere, wait."""
+    def _take(self, proposal: Proposal, proposer: Proposer[Proposal]) -> _Step:
+        """Claim, measure, record and tell one proposal; what became of it."""
+        from pypto.db.records import ClaimOutcome
+
+        schedule, strategy = proposal.schedule, self.strategy
+        if schedule is None:
+            strategy.fail(proposal)             # infeasible: the sampler learns it
+            return _Step.REJECTED
+        if schedule.key in self.ledger:
+            strategy.fail(proposal)             # the study has its trial already
+            return _Step.DUPLICATE
+        claim = self._claim(schedule, proposal.number)
+        if claim.status == ClaimOutcome.FULL:
+            strategy.give_back(proposal)        # a dead worker's schedule stays queued
+            return _Step.BUDGET_FULL
+        if claim.status == ClaimOutcome.BUSY:
+            strategy.fail(proposal)             # measured elsewhere right now: not a trial
+            return _Step.DUPLICATE
+        known = claim.record if claim.status == ClaimOutcome.MEASURED else None
+        if known is not None:
+            self.ledger.remember([known])
+        if self.shared:
+            strategy.label(proposal)            # what the trial measured (warm starts skip it)
+        if known is not None:
+            strategy.fail(proposal)             # the study has its trial already
+            return _Step.DUPLICATE
+        m = self._measure_while_proposing(schedule, proposer)
+        if not m.counts:
+            self.store.release(self.worker.id, [schedule.key])
+            strategy.fail(proposal, problems=m.problems)
+            return _Step.REJECTED
+        self._record_and_tell(proposal, schedule, m, claim)
+        return _Step.MEASURED
+
+    def _measure_while_proposing(self, schedule: Schedule,
+                                 proposer: Proposer[Proposal]) -> Measurement:
+        """Measure ``schedule`` while the next proposal is made; the proposal is done when
+        this returns (so in a seeded run it saw the study as it is now)."""
+        proposer.ahead()
+        m = self.measurer(schedule)
+        proposer.wait()
+        return m
+
+    def _record_and_tell(self, proposal: Proposal, schedule: Schedule, m: Measurement,
+                         claim: ClaimResult) -> None:
+        """Record a trial, tell the strategy its cycles (or that it failed), and count the
+        trials since the best."""
+        improved = self.ledger.update_best(self.ledger.record(schedule, m))
+        if m.ok:
+            self.strategy.tell(proposal, m.cycles or 0)
+        else:
+            self.strategy.fail(proposal)
+        self.since_best = 0 if improved else claim.progress.since_best + 1
+
+    def _early_stop_reached(self) -> bool:
+        patience = self.options.early_stopping
+        if patience and self.since_best >= patience:
+            self.res.status = "early-stopped"
+            return True
+        return False
+
+    def _stop_requested(self) -> bool:
+        """The deadline passed (status ``timeout``) or the caller asks to stop
+        (``interrupted``)."""
+        deadline = self.options.deadline
+        if deadline is not None and time.perf_counter() >= deadline:
+            self.res.status = "timeout"
+            return True
+        if self.should_stop is not None and self.should_stop():
+            self.res.status = "interrupted"
+            return True
+        return False
+
+    def _end_with(self, status: str) -> None:
+        """End with ``status``, unless a stop check said why already."""
+        if self.res.status == "running":
+            self.res.status = status
+
+    # -- the other workers -----------------------------------------------------------------
+    def _claim(self, schedule: Schedule, trial: int | None = None) -> ClaimResult:
+        """Claim ``schedule``; while the budget is held by trials in flight elsewhere, wait."""
+        from pypto.db.records import ClaimOutcome
+
         task = self.task
         while True:
-            c = self.store.claim(task.workload.key, task.target.key, sched,
-                                 worker=self.worker, budget=self.trials,
-                                 study=self.study.study_name if self.shared else "",
-                                 trial=trial if self.shared else None)
-            self._see(progress=c.progress)
-            self._requeue(list(c.reaped))
-            if c.status != "full" or c.progress.measured >= self.trials or self._stopping():
-                return c
-            self._wait()
+            claim = self.store.claim(task.workload.key, task.target.key, schedule,
+                                     worker=self.worker, budget=self.budget,
+                                     study=self.strategy.study_name if self.shared else "",
+                                     trial=trial if self.shared else None)
+            self.ledger.note_progress(claim.progress)
+            self._requeue_dead(list(claim.reaped))
+            if claim.status != ClaimOutcome.FULL or claim.progress.measured >= self.budget \
+                    or self._stop_requested():
+                return claim
+            self._pause_while_budget_held()
 
-    def _room(self) -> bool:
+    def _wait_for_room(self) -> bool:
         """Before asking the shared study for a trial: wait while the budget is held by
         trials in flight; True once there is room for one more, False once the trials in
         the database fill it (or the run stops).
@@ -245,241 +437,43 @@ class _Tuner:
         worker's schedule re-queued (``pypto.tuner.study.requeue``), only for its claim
         to find the budget full: the count this worker keeps lags behind what its peers
         recorded meanwhile. Claiming can still find it full when live workers race for the
-        last slot; ``give_back`` then queues it again."""
-        task = self.task
+        last slot; ``Strategy.give_back`` then queues it again."""
         while True:
-            p = self.store.progress(*task.key)
-            self._see(progress=p)
-            if p.measured >= self.trials or self._stopping():
+            p = self.store.progress(*self.task.key)
+            self.ledger.note_progress(p)
+            if p.measured >= self.budget or self._stop_requested():
                 return False
-            if p.measured + p.in_flight < self.trials:
+            if p.measured + p.in_flight < self.budget:
                 return True
-            self._wait()
+            self._pause_while_budget_held()
 
-    def _wait(self) -> None:
+    def _pause_while_budget_held(self) -> None:
         """One pause while others' trials hold the budget (one may turn out invalid, or its
         worker die: here a dead process is noticed at once)."""
         from pypto.tuner.liveness import dead_here
 
-        self.flush()          # our own records held back would hold the budget too
-        self._requeue(dead_here(self.store, *self.task.key, self.worker))
+        self.ledger.commit()    # our own records held back would hold the budget too
+        self._requeue_dead(dead_here(self.store, *self.task.key, self.worker))
         time.sleep(WAIT_S)
 
-    def _requeue(self, claims: list[Any]) -> None:
-        from pypto.tuner.study import requeue
+    def _requeue_dead(self, claims: list[Claim]) -> None:
+        """Queue the schedules of dead workers' ``claims`` again."""
+        if claims:
+            self.res.requeued += self.strategy.requeue(claims)
 
-        if claims and self.study is not None:
-            self.res.requeued += requeue(self.study, self.task, self.strategy, claims)
-
-    def _stopping(self) -> bool:
-        if self.deadline is not None and time.perf_counter() >= self.deadline:
-            self.res.status = "timeout"
-            return True
-        if self.should_stop is not None and self.should_stop():
-            self.res.status = "interrupted"
-            return True
-        return False
-
-    def _keep_up(self) -> None:
+    def _sync_with_peers(self) -> None:
         """Every ``SYNC_S``: learn what other processes recorded (in-memory study only: a
         shared study has it already) and free the claims of dead workers here."""
         from pypto.tuner.liveness import dead_here
-        from pypto.tuner.study import warm_trials
 
         now = time.perf_counter()
         if now - self.last_reap >= SYNC_S:
             self.last_reap = now
-            self._requeue(dead_here(self.store, *self.task.key, self.worker))
-        if self.shared or self.res.measured_total <= len(self.measured) \
+            self._requeue_dead(dead_here(self.store, *self.task.key, self.worker))
+        if self.shared or self.res.measured_total <= len(self.ledger) \
                 or now - self.last_sync < SYNC_S:
             return
         self.last_sync = now
-        new = self._learn(prior_records(self.store, self.task))
+        new = self.ledger.remember(prior_records(self.store, self.task))
         if new:
-            self.study.add_trials(warm_trials(self.task, self.strategy, new))
-
-    # -- the run ---------------------------------------------------------------------------
-    def run(self, storage: Any, *, warm: bool, run_id: int | None, command: str, host: str,
-            on_start: Callable[[TaskResult], None] | None) -> TaskResult:
-        from pypto.db import TargetInfo, WorkloadInfo
-        from pypto.tuner.liveness import dead_here, heartbeat
-        from pypto.tuner.study import open_study
-
-        task, store, res = self.task, self.store, self.res
-        wl, target = task.workload, task.target
-        self._learn(prior_records(store, task))
-        res.trials_before = len(self.measured)
-        res.measured_total = store.progress(wl.key, target.key).measured
-        default = task.space.default()
-        owned = run_id is None
-        if res.trials_total >= self.trials:
-            res.status = "complete"
-            prior = self.measured.get(default.key)
-            res.default_cycles = prior.cycles if prior else self.measurer(default).cycles
-            return self._finish()
-        res.run_id = run_id if run_id is not None else store.start_run(
-            strategy=self.strategy.name, trials_asked=self.trials, command=command, host=host,
-            workload=WorkloadInfo.of(wl), target=TargetInfo.of(target))
-        self.shared = storage is not None
-        self.study = open_study(task, self.strategy, storage, list(self.measured.values()),
-                                warm=warm)
-        run_status = "done"
-        try:
-            with heartbeat(store, self.worker):
-                self._requeue(dead_here(store, *task.key, self.worker))
-                self._measure_default(default)
-                if on_start:
-                    on_start(res)
-                self._loop()
-        except BaseException:
-            run_status = "interrupted"
-            raise
-        finally:
-            self.flush()
-            store.release(self.worker.id)
-            res.elapsed = time.perf_counter() - res.started
-            if res.status == "running":
-                res.status = run_status
-            if owned:
-                store.update_run(res.run_id, trials_done=res.trials_run,
-                                 best_cycles=res.best_cycles,
-                                 status="done" if run_status == "done" else "interrupted")
-        return self._finish(default)
-
-    def _measure_default(self, default: Schedule) -> None:
-        """The default schedule is the baseline, and the first trial of a task."""
-        from pypto.tuner.study import warm_trials
-
-        prior = self.measured.get(default.key)
-        if prior is not None:
-            self.res.default_cycles = prior.cycles
-            return
-        c = self.claim(default)
-        rec = None
-        if c.status == "measured" and c.record is not None:
-            self._learn([c.record])
-            self.res.default_cycles = c.record.cycles
-            rec = None if self.shared else c.record   # its measurer told the shared study
-        elif c.status == "claimed":
-            m = self.measurer(default)
-            if m.counts:
-                rec = self.record(default, m)
-                self._see(rec)
-                self.flush()
-            else:
-                self.store.release(self.worker.id, [default.key])
-            self.res.default_cycles = m.cycles
-        if rec is not None:
-            self.study.add_trials(warm_trials(self.task, self.strategy, [rec]))
-
-    def _loop(self) -> None:
-        from pypto.tuner.prefetch import Proposer
-
-        proposer = Proposer(lambda: self.strategy.propose(self.study, self.task.space),
-                            enabled=not self.shared)
-        try:
-            self._trials(proposer)
-        finally:
-            left = proposer.close()
-            if left is not None:   # proposed ahead, never measured
-                give_back(self.study, left[0])
-
-    def _trials(self, proposer: Any) -> None:
-        import optuna
-
-        res, study, space, strategy = self.res, self.study, self.task.space, self.strategy
-        size = space.size()
-        stale = 0               # proposals in a row that were neither new nor feasible
-        last_duplicate = False  # a converged sampler repeats itself: answer with a fresh point
-        fail = optuna.trial.TrialState.FAIL
-        while res.trials_total < self.trials:
-            if self._stopping() or (self.shared and not self._room()):
-                if res.status == "running":
-                    res.status = "done"
-                return
-            if stale >= EXHAUSTED_AFTER:
-                res.status = "exhausted"
-                return
-            if stale and (stale % FORCE_RANDOM_AFTER == 0 or last_duplicate):
-                if size.exact and len(self.measured) >= size.value:
-                    res.status = "exhausted"
-                    return
-                fresh = _unmeasured_sample(space, strategy, self.measured)
-                forced = strategy.encode(space, fresh) if fresh is not None else None
-                if forced is not None:
-                    study.enqueue_trial(forced[0])
-            trial, sched = proposer.next()
-            last_duplicate = False
-            if sched is None:
-                study.tell(trial, state=fail)
-                res.rejected += 1
-                stale += 1
-                continue
-            known = self.measured.get(sched.key)
-            c = None
-            if known is None:
-                c = self.claim(sched, trial.number)
-                if c.status == "full":
-                    give_back(study, trial)     # a dead worker's schedule stays queued
-                    if res.status == "running":
-                        res.status = "done"
-                    return
-                if c.status == "busy":
-                    study.tell(trial, state=fail)   # measured elsewhere right now: not a trial
-                    res.duplicates += 1
-                    stale += 1
-                    last_duplicate = True
-                    continue
-                known = c.record if c.status == "measured" else None
-                if known is not None:
-                    self._learn([known])
-                if self.shared:     # what the trial measured (warm starts skip it)
-                    trial.set_user_attr(SCHEDULE_ATTR, sched.key)
-            if known is not None:
-                study.tell(trial, state=fail)   # the study has its trial already
-                res.duplicates += 1
-                stale += 1
-                last_duplicate = True
-                continue
-            proposer.ahead()    # the next proposal, while this one is measured
-            m = self.measurer(sched)
-            proposer.wait()     # (seeded runs: it saw the study as it is now)
-            if not m.counts:
-                self.store.release(self.worker.id, [sched.key])
-                trial.set_user_attr("invalid", list(m.problems))
-                study.tell(trial, state=fail)
-                res.rejected += 1
-                stale += 1
-                continue
-            stale = 0
-            improved = self._see(self.record(sched, m))
-            if m.ok:
-                study.tell(trial, float(m.cycles or 0))
-            else:
-                study.tell(trial, state=fail)
-            self.since_best = 0 if improved or c is None else c.progress.since_best + 1
-            self._keep_up()
-            if self.on_progress:
-                self.on_progress(res)
-            if self.early_stopping and self.since_best >= self.early_stopping:
-                res.status = "early-stopped"
-                return
-        res.status = "done"
-
-    def _finish(self, default: Schedule | None = None) -> TaskResult:
-        """The outcome as the database has it: the best and the total of every worker."""
-        res, task = self.res, self.task
-        res.elapsed = time.perf_counter() - res.started
-        best = self.store.best(task.workload.key, task.target.key)
-        if best is not None and best.cycles is not None:
-            res.best_cycles, res.best_schedule = best.cycles, best.schedule
-        res.measured_total = self.store.progress(task.workload.key, task.target.key).measured
-        if res.default_cycles is None and default is not None:
-            self._learn(prior_records(self.store, task))
-            prior = self.measured.get(default.key)
-            res.default_cycles = prior.cycles if prior else self.measurer(default).cycles
-        if res.default_cycles is not None and (res.best_cycles is None
-                                               or res.default_cycles < res.best_cycles):
-            res.best_cycles, res.best_schedule = res.default_cycles, task.space.default()
-        return res
-
+            self.strategy.add_measured(new)

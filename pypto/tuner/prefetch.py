@@ -17,19 +17,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Generic, TypeVar
 
-Proposal = tuple[Any, Any]   # (Optuna trial, Schedule or None)
+P = TypeVar("P")   # what ``propose`` returns (in the loop: a strategy's ``Proposal``)
 
 
-class Proposer:
+class Proposer(Generic[P]):
     """``next()`` is the next proposal: the one computed ahead by ``ahead()`` if any,
     else one computed now. ``close()`` returns a proposal made ahead but never taken."""
 
-    def __init__(self, propose: Callable[[], Proposal], enabled: bool = True) -> None:
+    def __init__(self, propose: Callable[[], P], enabled: bool = True) -> None:
         self._propose, self.enabled = propose, enabled
         self._pool: ThreadPoolExecutor | None = None
-        self._ahead: Future[Proposal] | None = None
+        self._ahead: Future[P] | None = None
 
     def ahead(self) -> None:
         """Start computing the next proposal on the proposer's thread."""
@@ -43,13 +43,14 @@ class Proposer:
         if self._ahead is not None:
             self._ahead.exception()
 
-    def next(self) -> Proposal:
+    def next(self) -> P:
+        """The proposal made ahead, else a new one (made here, now)."""
         if self._ahead is None:
             return self._propose()
         ahead, self._ahead = self._ahead, None
         return ahead.result()
 
-    def close(self) -> Proposal | None:
+    def close(self) -> P | None:
         """Stop; the proposal made ahead and not taken, if any (its trial is to be
         told as not measured)."""
         left = None

@@ -3,7 +3,7 @@
 The parent starts one run per workload still short of its trials, warm-starts the shared
 study of each (``pypto.tuner.study``), and starts N worker processes (``spawn``: fresh
 interpreters, nothing inherited but the plain job). Every worker goes through the tasks in
-order, each with the loop a single process uses (``tune_task(shared=True)``), so they
+order, each with the loop a single process uses (``tune_task`` with ``shared=True``), so they
 coordinate the same way independent ``pypto tune`` processes do: through claims in the
 schedule database and one Optuna study. The parent shows the progress of all of them from
 the database and gathers their counts through a queue. A worker dies with its parent; a
@@ -14,6 +14,7 @@ run goes on without it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import queue as queues
 import signal
@@ -23,7 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pypto.tuner import TuneError
-from pypto.tuner.loop import TaskResult
+from pypto.tuner.options import TuneOptions
+from pypto.tuner.result import TaskResult
 
 if TYPE_CHECKING:
     from pypto.db import ScheduleStore
@@ -42,13 +44,19 @@ class Job:
     # kernel, index, workload, target descriptor (``Target.to_dict``; targets do not pickle)
     tasks: tuple[tuple[str, int, Workload, dict[str, Any]], ...]
     run_ids: tuple[int | None, ...]
-    strategy: str
-    trials: int
-    seed: int | None
-    early_stopping: int | None
-    deadline: float | None          # time.time() value
-    time_limit: float | None
+    options: TuneOptions            # its deadline is None: see ``deadline``
+    deadline: float | None          # time.time() value (perf_counter is per process)
     parent: int
+
+    def worker_options(self) -> TuneOptions:
+        """The options of this worker: its own seed, the deadline on its clock, the
+        shared study (warm-started by the parent)."""
+        deadline = None
+        if self.deadline is not None:
+            deadline = time.perf_counter() + self.deadline - time.time()
+        seed = None if self.options.seed is None else self.options.seed + self.index
+        return dataclasses.replace(self.options, seed=seed, deadline=deadline, shared=True,
+                                   warm=False)
 
 
 def work(job: Job, out: Any) -> None:
@@ -68,19 +76,13 @@ def work(job: Job, out: Any) -> None:
         return
     warnings.simplefilter("ignore")
     worker = WorkerInfo.current()
-    deadline = None
-    if job.deadline is not None:
-        deadline = time.perf_counter() + job.deadline - time.time()
-    seed = None if job.seed is None else job.seed + job.index
+    options = job.worker_options()
     store = open_store(job.url)
     try:
         for i, (kernel, index, wl, descriptor) in enumerate(job.tasks):
             target = Target.from_dict(descriptor, "<pypto tune>")
             task = Task(kernel, index, wl, target, space_for(wl, target))
-            res = tune_task(task, store, job.strategy, job.trials, seed=seed,
-                            early_stopping=job.early_stopping, deadline=deadline,
-                            time_limit=job.time_limit, worker=worker, shared=True,
-                            warm=False, run_id=job.run_ids[i],
+            res = tune_task(task, store, options, worker=worker, run_id=job.run_ids[i],
                             should_stop=lambda: parent_gone(job.parent))
             out.put(("done", job.index, i, res.stats()))
     except KeyboardInterrupt:
@@ -94,12 +96,14 @@ def work(job: Job, out: Any) -> None:
 
 
 class Pool:
-    """The worker processes of one ``pypto tune --workers N`` run."""
+    """The worker processes of one ``pypto tune --workers N`` run.
 
-    def __init__(self, tasks: list[Task], store: ScheduleStore, *, workers: int, strategy: str,
-                 trials: int, seed: int | None, early_stopping: int | None,
-                 deadline: float | None, time_limit: float | None = None, command: str = "",
-                 host: str = "") -> None:
+    Starting it starts a run per task short of ``options.trials`` and ``workers``
+    processes that tune every task with ``options`` (each with its own seed: ``seed + k``
+    for worker ``k``); ``tune(i)`` then waits for task ``i``."""
+
+    def __init__(self, tasks: list[Task], store: ScheduleStore, options: TuneOptions, *,
+                 workers: int) -> None:
         import multiprocessing
 
         from pypto.db import TargetInfo, WorkloadInfo
@@ -107,9 +111,11 @@ class Pool:
         from pypto.tuner.strategies import get_strategy
         from pypto.tuner.study import open_storage, open_study
 
-        self.tasks, self.store, self.trials, self.n = tasks, store, trials, workers
+        trials = options.trials
+        self.tasks, self.store, self.options, self.n = tasks, store, options, workers
+        self.trials = trials
         storage = None
-        strat = get_strategy(strategy, seed)
+        strat = get_strategy(options.strategy, options.seed)
         self.before: list[int] = []
         run_ids: list[int | None] = []
         for t in tasks:
@@ -118,14 +124,13 @@ class Pool:
             if done >= trials:
                 run_ids.append(None)
                 continue
-            run_ids.append(store.start_run(strategy=strategy, trials_asked=trials,
-                                           command=command, host=host,
+            run_ids.append(store.start_run(strategy=options.strategy, trials_asked=trials,
+                                           command=options.command, host=options.host,
                                            workload=WorkloadInfo.of(t.workload),
                                            target=TargetInfo.of(t.target)))
             storage = storage or open_storage(store.url)
             open_study(t, strat, storage, prior_records(store, t))
         self.run_ids = run_ids
-        self.strategy, self.seed = strategy, seed
         self.procs: list[Any] = []
         self.reports: dict[int, dict[int, dict[str, Any]]] = {}   # task -> worker -> stats
         self.errors: dict[int, str] = {}                          # worker -> message
@@ -133,11 +138,12 @@ class Pool:
             return          # every workload has its trials: no worker to start
         ctx = multiprocessing.get_context("spawn")
         self.queue = ctx.Queue()
+        deadline = options.deadline
         wall_deadline = None if deadline is None else time.time() + deadline - time.perf_counter()
         for k in range(workers):
             job = Job(k, store.url, tuple((t.kernel, t.index, t.workload, t.target.to_dict())
-                                          for t in tasks), tuple(run_ids), strategy, trials,
-                      seed, early_stopping, wall_deadline, time_limit, os.getpid())
+                                          for t in tasks), tuple(run_ids),
+                      dataclasses.replace(options, deadline=None), wall_deadline, os.getpid())
             proc = ctx.Process(target=work, args=(job, self.queue), name=f"pypto-worker-{k}")
             proc.start()
             self.procs.append(proc)
@@ -149,8 +155,7 @@ class Pool:
 
         task = self.tasks[i]
         if self.run_ids[i] is None:     # complete before the run: nothing to wait for
-            return tune_task(task, self.store, self.strategy, self.trials, seed=self.seed,
-                             shared=False)
+            return tune_task(task, self.store, dataclasses.replace(self.options, shared=False))
         res = TaskResult(task, self.trials, trials_before=self.before[i], run_id=self.run_ids[i])
         res.task_bound = _bound(task)
         looked = 0.0

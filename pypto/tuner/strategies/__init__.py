@@ -2,8 +2,9 @@
 
 A strategy module defines ``Strategy`` (a subclass of ``base.Strategy``): it builds the
 Optuna sampler and proposes the next point as an Optuna trial (ask), so every measured
-point is an Optuna trial whatever picked it. A new strategy (e.g. the cost model's) is a
-new module plus one line in ``STRATEGIES``.
+point is an Optuna trial whatever picked it; the base class is the loop's whole interface
+to Optuna (propose, tell, fail, enqueue). A new strategy (e.g. the cost model's) is a new
+module plus one line in ``STRATEGIES``.
 """
 
 from __future__ import annotations

@@ -1,21 +1,55 @@
-"""What every strategy is: an Optuna sampler plus a way to propose the next trial, and
-the encoding that maps schedules to Optuna parameters (for proposing and warm starts)."""
+"""What every strategy is: an Optuna sampler, an encoding of schedules as Optuna parameters,
+and the one seam between the tuning loop and Optuna.
+
+The loop (``pypto.tuner.loop``) never touches Optuna: it starts a strategy on a task's
+study, then asks it for proposals and tells it what became of each one. The strategy is
+ask/tell over that study:
+
+- ``propose`` asks the study for a trial and turns it into a schedule (a ``Proposal``);
+- ``tell`` finishes a measured trial with its cycles; ``fail`` finishes any other (an
+  infeasible point, a failed measurement, a duplicate); ``give_back`` fails one not to be
+  measured and, if it was a dead worker's schedule, queues it again;
+- ``enqueue``, ``add_measured`` and ``requeue`` bring in points from elsewhere: a random
+  point the loop forces in, records measured by others or before, schedules of dead
+  workers.
+"""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import optuna
 
+    from pypto.db import Claim, Record
     from pypto.schedule_space import Schedule, Space
+    from pypto.tuner.tasks import Task
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """One point a strategy proposed: ``schedule`` (None: infeasible, to be rejected
+    unmeasured) and ``trial``, the strategy's handle on it (an Optuna trial; the loop only
+    hands it back)."""
+
+    trial: Any
+    schedule: Schedule | None
+
+    @property
+    def number(self) -> int:
+        """The trial's number in its study (a claim names it, for peers to re-queue)."""
+        return int(self.trial.number)
 
 
 class Strategy:
     """Categorical encoding: one categorical parameter per axis with all its choices
-    (``Space.suggest``); an infeasible point comes back as ``None`` and the loop rejects
-    it unmeasured."""
+    (``Space.suggest``); an infeasible point comes back as a proposal without a schedule.
+
+    A strategy is started on one task's study (``start``, or ``bind`` to a study opened
+    already) before it proposes; it is then used from one thread at a time."""
 
     name = ""
     #: how schedules become Optuna parameters; strategies that agree share a study
@@ -24,13 +58,101 @@ class Strategy:
     def __init__(self, seed: int | None) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
+        self._task: Task | None = None
+        self._study: optuna.Study | None = None
 
     def sampler(self) -> optuna.samplers.BaseSampler:
         raise NotImplementedError
 
-    def propose(self, study: optuna.Study, space: Space) -> tuple[Any, Schedule | None]:
-        trial = study.ask()
-        return trial, space.suggest(trial)
+    # -- the study ----------------------------------------------------------------------
+    def start(self, task: Task, storage: Any, records: Iterable[Record], *,
+              warm: bool = True) -> None:
+        """Open the study of ``task`` in ``storage`` (None: in memory) and propose from it;
+        with ``warm``, the ``records`` it lacks are added to it first
+        (``pypto.tuner.study.open_study``)."""
+        from pypto.tuner.study import open_study
+
+        self.bind(task, open_study(task, self, storage, records, warm=warm))
+
+    def bind(self, task: Task, study: optuna.Study) -> None:
+        """Propose schedules of ``task`` from ``study`` (opened by the caller)."""
+        self._task, self._study = task, study
+
+    @property
+    def study(self) -> optuna.Study:
+        if self._study is None:
+            raise RuntimeError(f"strategy {self.name!r} has no study: start() it first")
+        return self._study
+
+    @property
+    def space(self) -> Space:
+        if self._task is None:
+            raise RuntimeError(f"strategy {self.name!r} has no task: start() it first")
+        return self._task.space
+
+    @property
+    def study_name(self) -> str:
+        return str(self.study.study_name)
+
+    # -- ask / tell -----------------------------------------------------------------------
+    def propose(self) -> Proposal:
+        """Ask the study for the next trial (a queued one first) and decode it."""
+        trial = self.study.ask()
+        return Proposal(trial, self.space.suggest(trial))
+
+    def tell(self, proposal: Proposal, cycles: int) -> None:
+        """The proposal was measured: ``cycles`` is its value (lower is better)."""
+        self.study.tell(proposal.trial, float(cycles))
+
+    def fail(self, proposal: Proposal, problems: Sequence[str] | None = None) -> None:
+        """The proposal is no measured trial of this study (infeasible, duplicate, its
+        measurement failed); ``problems``: why the space or the lowering rejected it."""
+        import optuna
+
+        if problems is not None:
+            proposal.trial.set_user_attr("invalid", list(problems))
+        self.study.tell(proposal.trial, state=optuna.trial.TrialState.FAIL)
+
+    def give_back(self, proposal: Proposal) -> bool:
+        """Fail a proposal that will not be measured (the budget is spent, the run stops);
+        queue it again if it was a dead worker's schedule (``pypto.tuner.study.give_back``).
+        Return whether it was queued again."""
+        from pypto.tuner.study import give_back
+
+        return give_back(self.study, proposal.trial)
+
+    def label(self, proposal: Proposal) -> None:
+        """Name the proposal's schedule on its trial (in a shared study, warm starts then
+        skip it)."""
+        from pypto.tuner.study import SCHEDULE_ATTR
+
+        assert proposal.schedule is not None
+        proposal.trial.set_user_attr(SCHEDULE_ATTR, proposal.schedule.key)
+
+    # -- points from elsewhere ------------------------------------------------------------
+    def enqueue(self, schedule: Schedule) -> bool:
+        """Queue ``schedule`` as the study's next trial; False if it is no point of the
+        space in this encoding (then nothing is queued)."""
+        encoded = self.encode(self.space, schedule)
+        if encoded is None:
+            return False
+        self.study.enqueue_trial(encoded[0])
+        return True
+
+    def add_measured(self, records: Iterable[Record]) -> None:
+        """Add ``records`` (measured elsewhere or before) to the study as finished trials."""
+        from pypto.tuner.study import warm_trials
+
+        assert self._task is not None
+        self.study.add_trials(warm_trials(self._task, self, records))
+
+    def requeue(self, claims: Iterable[Claim]) -> int:
+        """Fail the trials of dead workers' ``claims`` and queue their schedules again
+        (``pypto.tuner.study.requeue``); return how many were queued."""
+        from pypto.tuner.study import requeue
+
+        assert self._task is not None
+        return requeue(self.study, self._task, self, claims)
 
     def encode(self, space: Space, schedule: Schedule) -> tuple[dict[str, Any],
                                                                  dict[str, Any]] | None:
@@ -58,16 +180,17 @@ class FeasibleStrategy(Strategy):
 
     encoding = "feasible-2"
 
-    def propose(self, study: optuna.Study, space: Space) -> tuple[Any, Schedule | None]:
+    def propose(self) -> Proposal:
         from pypto.schedule_space import Schedule
 
-        trial = study.ask()
+        space = self.space
+        trial = self.study.ask()
         knobs: dict[str, Any] = {}
         for name, axis in space.axes.items():
             feasible = space.feasible(knobs, name)
             if not feasible:  # the space has no valid point
                 trial.set_user_attr("invalid", [f"no feasible {name} after {knobs}"])
-                return trial, None
+                return Proposal(trial, None)
             if len(axis.choices) == 1:
                 knobs[name] = feasible[0]
                 continue
@@ -76,8 +199,8 @@ class FeasibleStrategy(Strategy):
         problems = space.validate(knobs)
         if problems:
             trial.set_user_attr("invalid", problems)
-            return trial, None
-        return trial, Schedule(knobs)
+            return Proposal(trial, None)
+        return Proposal(trial, Schedule(knobs))
 
     def encode(self, space: Space, schedule: Schedule) -> tuple[dict[str, Any],
                                                                  dict[str, Any]] | None:

@@ -3,14 +3,12 @@ enqueued into Optuna so it is an Optuna trial like any other."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pypto.tuner.strategies import base
 
 if TYPE_CHECKING:
     import optuna
-
-    from pypto.schedule_space import Schedule, Space
 
 
 class Strategy(base.Strategy):
@@ -21,6 +19,6 @@ class Strategy(base.Strategy):
 
         return optuna.samplers.RandomSampler(seed=self.seed)
 
-    def propose(self, study: optuna.Study, space: Space) -> tuple[Any, Schedule | None]:
-        study.enqueue_trial(dict(space.sample(self.rng)))
-        return super().propose(study, space)
+    def propose(self) -> base.Proposal:
+        self.study.enqueue_trial(dict(self.space.sample(self.rng)))
+        return super().propose()
