@@ -175,7 +175,7 @@ cdef int64_t collect(const Instr* code, int64_t n, Access* acc, int64_t* first) 
         if r < 0:
             return -1
         if r:
-            if row.op == OP_MMAD and row.flags & F_ACCUMULATE:
+            if (row.op == OP_MMAD and row.flags & F_ACCUMULATE) or row.op == OP_VSEL:
                 acc[k + 1] = acc[k]
                 acc[k].write = 0
                 k += 1

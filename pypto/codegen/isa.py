@@ -71,6 +71,16 @@ class Op(enum.IntEnum):
     VDIV = 19
     VMAX = 20
     VMIN = 21
+    # selection: d = a where d is nonzero, else b (d holds the condition on entry, in the
+    # result's dtype: VCAST it there first); d is read as well as written
+    VSEL = 22
+    # vector comparisons: d (bool, one byte: 0 or 1) = a op b, broadcasting as the binary ops
+    VCMPEQ = 24
+    VCMPNE = 25
+    VCMPLT = 26
+    VCMPLE = 27
+    VCMPGT = 28
+    VCMPGE = 29
     # vector, with a scalar immediate: d = a op imm
     VADDS = 32
     VMULS = 33
@@ -98,11 +108,15 @@ class Op(enum.IntEnum):
 
 
 BINARY = frozenset({Op.VADD, Op.VSUB, Op.VMUL, Op.VDIV, Op.VMAX, Op.VMIN})
+COMPARE = frozenset({Op.VCMPEQ, Op.VCMPNE, Op.VCMPLT, Op.VCMPLE, Op.VCMPGT, Op.VCMPGE})
+SELECT = frozenset({Op.VSEL})
 SCALAR_IMM = frozenset({Op.VADDS, Op.VMULS, Op.VMAXS, Op.VMINS})
 UNARY = frozenset({Op.VCOPY, Op.VRELU, Op.VEXP, Op.VLN, Op.VSQRT, Op.VRSQRT, Op.VRECIP,
                    Op.VGELU, Op.VSIGMOID, Op.VTANH, Op.VABS, Op.VNEG, Op.VCAST})
 REDUCE = frozenset({Op.VREDSUM, Op.VREDMAX, Op.VREDMIN})
-VECTOR = BINARY | SCALAR_IMM | UNARY | REDUCE | {Op.VDUP}
+VECTOR = BINARY | COMPARE | SELECT | SCALAR_IMM | UNARY | REDUCE | {Op.VDUP}
+#: instructions that read their destination too (it is an input as well as the output)
+READS_DESTINATION = SELECT
 #: The pipes that compute: MMAD runs on CUBE, vector instructions on VEC.
 COMPUTE_PIPES = (Pipe.CUBE, Pipe.VEC)
 
@@ -124,7 +138,7 @@ OPERANDS = ("d", "a", "b")
 
 def operand_count(op: Op) -> int:
     """How many memory operands ``op`` takes (d, a, b in that order)."""
-    if op in BINARY or op == Op.MMAD:
+    if op in BINARY or op in COMPARE or op in SELECT or op == Op.MMAD:
         return 3
     if op in SCALAR_IMM or op in UNARY or op in REDUCE or op == Op.COPY:
         return 2

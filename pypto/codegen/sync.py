@@ -34,7 +34,7 @@ from typing import overload
 import numpy as np
 
 from pypto import native
-from pypto.codegen.isa import F_ACCUMULATE, INSTR, Mem, Op, Pipe
+from pypto.codegen.isa import F_ACCUMULATE, INSTR, READS_DESTINATION, Mem, Op, Pipe
 from pypto.errors import PyptoError
 from pypto.ir.dtypes import BY_CODE
 
@@ -66,7 +66,8 @@ def accesses(row: tuple) -> list[tuple[int, int, int, bool]]:
         if e is not None:
             out.append((*e, False))
     if d is not None:
-        if row[_F["op"]] == Op.MMAD and row[_F["flags"]] & F_ACCUMULATE:
+        op = row[_F["op"]]
+        if (op == Op.MMAD and row[_F["flags"]] & F_ACCUMULATE) or op in READS_DESTINATION:
             out.append((*d, False))
         out.append((*d, True))
     return out

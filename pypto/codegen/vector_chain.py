@@ -24,6 +24,8 @@ BINARY_OPS = {"add": Op.VADD, "sub": Op.VSUB, "mul": Op.VMUL, "div": Op.VDIV,
               "maximum": Op.VMAX, "minimum": Op.VMIN}
 SCALAR_OPS = {"add_scalar": Op.VADDS, "mul_scalar": Op.VMULS, "max_scalar": Op.VMAXS,
               "min_scalar": Op.VMINS}
+COMPARE_OPS = {"equal": Op.VCMPEQ, "not_equal": Op.VCMPNE, "less": Op.VCMPLT,
+               "less_equal": Op.VCMPLE, "greater": Op.VCMPGT, "greater_equal": Op.VCMPGE}
 REDUCE_OPS = {"sum": Op.VREDSUM, "max": Op.VREDMAX, "min": Op.VREDMIN}
 COMBINE_OPS = {"sum": Op.VADD, "max": Op.VMAX, "min": Op.VMIN}
 
@@ -123,6 +125,11 @@ class ChainEmitter:
             sb.emit(UNARY_OPS[n.op], d, arg(0), dtype=dt, sdtype=self.dtype(n.args[0]))
         elif n.op in BINARY_OPS:
             sb.emit(BINARY_OPS[n.op], d, arg(0), arg(1), dtype=dt)
+        elif n.op in COMPARE_OPS:
+            sb.emit(COMPARE_OPS[n.op], d, arg(0), arg(1), dtype=dt, sdtype=self.dtype(n.args[0]))
+        elif n.op == "where":  # the condition, cast to the result's dtype, then selected
+            sb.emit(Op.VCAST, d, arg(0), dtype=dt, sdtype=self.dtype(n.args[0]))
+            sb.emit(Op.VSEL, d, arg(1), arg(2), dtype=dt)
         elif n.op in SCALAR_OPS:
             sb.emit(SCALAR_OPS[n.op], d, arg(0), dtype=dt, imm=float(n.attr("value")))
         elif n.op in REDUCE_OPS:

@@ -17,6 +17,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from pypto.codegen.isa import (
     BINARY,
+    COMPARE,
     F_ACCUMULATE,
     F_ATOMIC,
     F_RELU,
@@ -24,7 +25,8 @@ from pypto.codegen.isa import (
     INSTR,
     REDUCE,
     SCALAR_IMM,
-    UNARY,
+    SELECT,
+    VECTOR,
     Mem,
     Op,
     Pipe,
@@ -40,6 +42,8 @@ _F = {name: i for i, name in enumerate(INSTR.names)}
 _NP = {code: dt.np for code, dt in BY_CODE.items()}
 _BINARY = {Op.VADD: "add", Op.VSUB: "sub", Op.VMUL: "mul", Op.VDIV: "div", Op.VMAX: "maximum",
            Op.VMIN: "minimum"}
+_COMPARE = {Op.VCMPEQ: "equal", Op.VCMPNE: "not_equal", Op.VCMPLT: "less",
+            Op.VCMPLE: "less_equal", Op.VCMPGT: "greater", Op.VCMPGE: "greater_equal"}
 _SCALAR = {Op.VADDS: "add_scalar", Op.VMULS: "mul_scalar", Op.VMAXS: "max_scalar",
            Op.VMINS: "min_scalar"}
 _UNARY = {Op.VCOPY: "copy", Op.VCAST: "cast", Op.VRELU: "relu", Op.VEXP: "exp", Op.VLN: "log",
@@ -148,7 +152,7 @@ class _Core:
                     d[...] = (d.astype(prod.dtype) + prod).astype(d.dtype)
                 else:
                     d[...] = prod.astype(d.dtype)
-        elif op in BINARY or op in SCALAR_IMM or op in UNARY or op in REDUCE or op == Op.VDUP:
+        elif op in VECTOR:
             self.vector(op, dcode, scode)
         elif op == Op.SET_FLAG:
             self.flag(r[_F["pipe"]], r[_F["pipe2"]], r[_F["event"]], +1)
@@ -173,9 +177,14 @@ class _Core:
             d[...] = numerics.apply_reduce(_REDUCE[op], a, 1, out_dt)
             return
         a = self.bcast(a, d.shape, "a")
-        if op in BINARY:
+        if op in BINARY or op in COMPARE or op in SELECT:
             b = self.bcast(self.view("b", scode, aligned=True), d.shape, "b")
-            d[...] = numerics.apply_binary(_BINARY[op], a, b, out_dt)
+            if op in COMPARE:
+                d[...] = numerics.apply_compare(_COMPARE[op], a, b)
+            elif op in SELECT:  # d holds the condition on entry
+                d[...] = numerics.apply_where(d.copy(), a, b, out_dt)
+            else:
+                d[...] = numerics.apply_binary(_BINARY[op], a, b, out_dt)
         elif op in SCALAR_IMM:
             d[...] = numerics.apply_scalar(_SCALAR[op], a, self.row[_F["imm"]], out_dt)
         else:

@@ -21,7 +21,9 @@ _VECTOR_COST = {"copy": "copy", "cast": "cast", "relu": "relu", "exp": "exp", "l
                 "sigmoid": "sigmoid", "tanh": "tanh", "abs": "abs", "neg": "neg", "add": "add",
                 "sub": "sub", "mul": "mul", "div": "div", "maximum": "max", "minimum": "min",
                 "add_scalar": "adds", "mul_scalar": "muls", "max_scalar": "maxs",
-                "min_scalar": "mins", "sum": "redsum", "max": "redmax", "min": "redmin"}
+                "min_scalar": "mins", "sum": "redsum", "max": "redmax", "min": "redmin",
+                "equal": "cmpeq", "not_equal": "cmpne", "less": "cmplt", "less_equal": "cmple",
+                "greater": "cmpgt", "greater_equal": "cmpge", "where": "sel"}
 
 
 def _bound(target: Target, cube_cycles: float, vector_cycles: float, gm_bytes: float) -> int:
