@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from pypto import native
 from pypto.codegen.isa import INSTR, Mem, Op, Pipe
 from pypto.codegen.program import Operand, StreamBuilder
+from pypto.ir.dtypes import ALL as ALL_DTYPES
 from pypto.ir.dtypes import float16, float32, int8
 from pypto.sim import stats
 
@@ -89,7 +90,8 @@ def test_hand_computed_example() -> None:
         assert paths.sum() == 4096 + 8192 + 2048
 
 
-@pytest.mark.parametrize("field, value", [("pipe", 7), ("a_mem", 10), ("d_mem", 12), ("dtype", 4)])
+@pytest.mark.parametrize("field, value", [("pipe", 7), ("a_mem", 10), ("d_mem", 12),
+                                         ("dtype", len(ALL_DTYPES))])
 def test_out_of_range_is_rejected_by_both(field: str, value: int) -> None:
     instr = np.zeros(3, dtype=INSTR)
     instr["op"] = Op.COPY
