@@ -75,30 +75,21 @@ def check_programs(compiled) -> None:  # type: ignore[no-untyped-def]
 
 
 @st.composite
-def random_schedule(draw: st.DrawFn, workload, target) -> Schedule:  # type: ignore[no-untyped-def]
+def random_schedule(draw: st.DrawFn, workload, target,  # type: ignore[no-untyped-def]
+                    max_units: int = 256) -> Schedule:
     """A random point of the workload's schedule space (valid by construction). Points
-    that would make more than ~256 tiles or blocks are redrawn, to bound test time."""
-    import math
+    with more than ``max_units`` work units (the family's blocks or tiles) are redrawn,
+    to bound test time."""
     import random
 
-    from pypto.schedule_space import space_for
-    from pypto.schedule_space.matmul import num_blocks
-    from pypto.schedule_space.vector import analyze
+    from pypto.schedule_space import family_of, space_for
 
     space = space_for(workload, target)
+    work_units = family_of(workload).work_units
     rng = random.Random(draw(st.integers(0, 2**32)))
     for _ in range(20):
         s = space.sample(rng)
-        if workload.family == "matmul":
-            work = num_blocks(workload, s)
-        elif workload.family == "conv2d":
-            from pypto.schedule_space.conv2d import num_blocks as conv_blocks
-
-            work = conv_blocks(workload, s) * 4
-        else:
-            chain = analyze(workload)
-            work = math.ceil(chain.rows / s["tile_rows"]) * math.ceil(chain.cols / s["tile_cols"])
-        if work <= 256:
+        if work_units(workload, s) <= max_units:
             break
     assert not validate(workload, s, target)
     return s

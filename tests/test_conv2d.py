@@ -29,14 +29,7 @@ def conv_schedule(draw: st.DrawFn, workload, target) -> Schedule:  # type: ignor
     ``tests.strategies``. Points with more than ~64 blocks are redrawn (test time)."""
     if workload.family != "conv2d":
         return draw(random_schedule(workload, target))
-    space = space_for(workload, target)
-    rng = random.Random(draw(st.integers(0, 2**32)))
-    for _ in range(20):
-        s = space.sample(rng)
-        if num_blocks(workload, s) <= 64:
-            break
-    assert not validate(workload, s, target)
-    return s
+    return draw(random_schedule(workload, target, max_units=64))
 
 
 @st.composite

@@ -131,7 +131,7 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], type[Exception] | Non
      pypto.KernelError, TypeError, ("index 1", "1 workload")),
     ("invalid schedule knob", lambda: compiled_add().with_schedule(
         0, {"tile_rows": 1, "tile_cols": 16, "depth": 7, "cores": 1}),
-     pypto.ScheduleError, ValueError, ("depth=7", "1..4")),
+     pypto.ScheduleError, ValueError, ("depth=7", "[1, 2, 3, 4]")),
     ("missing schedule knob", lambda: compiled_add().with_schedule(0, {"tile_rows": 1}),
      pypto.ScheduleError, ValueError, ("missing knob 'tile_cols'",)),
     ("float schedule knob", lambda: compiled_add().with_schedule(0, {"tile_rows": 1.5}),

@@ -172,7 +172,7 @@ def test_invalid_schedule_raises_schedule_error_naming_the_knob(abc, knob, value
 def test_kernel_schedule_option_is_used_as_explicit(abc) -> None:
     a, b, c = abc
     sched = {"m1": 32, "n1": 32, "k1": 16, "k0": 16, "l1_depth": 1, "l0_depth": 2,
-             "l0c_depth": 1, "ub_depth": 1, "cores": 2}
+             "l0c_depth": 1, "ub_depth": 2, "cores": 2}
     k = pypto.kernel(schedule=sched)(lambda x, y: pypto.matmul(x, y))
     compiled = k.lower(a, b)
     assert compiled.sources == ["explicit"]

@@ -75,8 +75,8 @@ def test_sub_blocks_are_whole_fractals_and_few():
     assert any("m0_parts=2 must cut m1=48 into whole fractals" in p for p in problems), problems
     problems = validate(wl, s.replace(m1=128, m0_parts=4, n0_parts=4), TARGET)
     assert any("makes more than 8 sub-blocks" in p for p in problems), problems
-    assert any("m0_parts=3 must be one of" in p for p in validate(wl, s.replace(m0_parts=3),
-                                                                   TARGET))
+    assert any("m0_parts=3 is not one of its choices" in p
+               for p in validate(wl, s.replace(m0_parts=3), TARGET))
     # changing the block keeps the cut: parts, not sizes
     assert not validate(wl, s.replace(m1=128, m0_parts=2).replace(m1=64), TARGET)
     assert any("l0_order='km'" in p for p in validate(wl, s.replace(l0_order="km"), TARGET))

@@ -71,7 +71,7 @@ def test_gemm_time_grows_linearly_in_k():
     # moves the tail by a few hundred cycles from one K to the next
     times = {}
     for k in (2048, 4096, 8192):
-        compiled = _gemm(512, 512, k, {"split_k": 1})
+        compiled = _gemm(512, 512, k, {"split_k": 1, "cores": 8})  # 8 blocks of 128x256
         r = compiled.simulate(hazards=k == 2048)
         check_invariants(compiled, r) if k == 2048 else None
         times[k] = r.cycles

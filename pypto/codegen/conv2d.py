@@ -1,9 +1,10 @@
 """Lowering of conv2d workloads: an implicit GEMM with im2col in L1.
 
-The GEMM is ``[M = N*OH*OW pixels, R*S*C] x [R*S*C, K]``. As in ``codegen.matmul``,
-output blocks (``m1`` pixels x ``n1`` channels) go round robin to the cube cores, the
-reduction streams through L1 (``k1`` at a time) and L0 (``k0``), MMADs accumulate in
-L0C, and the block drains through FIX to GM, or to UB for an elementwise epilogue.
+The GEMM is ``[M = N*OH*OW pixels, R*S*C] x [R*S*C, K]``. As in ``codegen.matmul``
+(with which it shares ``codegen.pipeline``), output blocks (``m1`` pixels x ``n1``
+channels) go round robin to the cube cores, the reduction streams through L1 (``k1`` at
+a time) and L0 (``k0``), MMADs accumulate in L0C, and the block drains through FIX to
+GM, or to UB for an elementwise epilogue.
 
 What differs is the A tile: ``m`` consecutive output pixels x a ``k1`` chunk of the
 ``(r, s, c)`` reduction is assembled in L1 straight from the NHWC input. For one tap
@@ -20,13 +21,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
 
-from pypto.codegen.isa import F_ACCUMULATE, Mem, Op
-from pypto.codegen.pipeline import software_pipeline
-from pypto.codegen.place import Arenas, Slots
+import numpy as np
+
+from pypto.codegen.isa import Mem, Op
+from pypto.codegen.pipeline import (
+    Chunk,
+    CubeLoop,
+    block_order,
+    core_chunks,
+    cube_buffers,
+    software_pipeline,
+)
 from pypto.codegen.program import Operand, StreamBuilder
-from pypto.codegen.vector_chain import ChainEmitter, Tile
+from pypto.codegen.vector_chain import Tile
 from pypto.ir.dtypes import BY_NAME
 from pypto.ir.workload import Workload
 from pypto.schedule_space.conv2d import (
@@ -36,7 +44,7 @@ from pypto.schedule_space.conv2d import (
     epilogue_chain,
     shape_of,
 )
-from pypto.schedule_space.matmul import ACC_DTYPE
+from pypto.schedule_space.cube import ACC_DTYPE
 from pypto.schedule_space.schedule import Schedule
 from pypto.targets import Target
 
@@ -160,104 +168,59 @@ def _append(out: list[Im2colCopy], c: Im2colCopy) -> None:
     out.append(c)
 
 
-
-
 def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
          gm_out: dict[int, int]) -> list[StreamBuilder]:
     sh = shape_of(wl)
     ci = conv_index(wl)
     conv = wl.nodes[ci]
     in_dt, acc_dt = BY_NAME[sh.dtype], BY_NAME[ACC_DTYPE[sh.dtype]]
-    isz = in_dt.itemsize
-    m1, n1, k1, k0 = s["m1"], s["n1"], s["k1"], s["k0"]
-    arenas = Arenas(target)
-    stage = arenas.role("stage")
-    a_l1 = stage.alloc(m1 * k1 * isz, s["l1_depth"])
-    b_l1 = stage.alloc(k1 * n1 * isz, s["l1_depth"])
-    l0a = arenas.role("left").alloc(m1 * k0 * isz, s["l0_depth"])
-    l0b = arenas.role("right").alloc(k0 * n1 * isz, s["l0_depth"])
-    l0c = arenas.role("acc").alloc(m1 * n1 * acc_dt.itemsize, s["l0c_depth"])
-    chain = epilogue_chain(wl)
-    emitter = None
-    if chain is not None:
-        emitter = ChainEmitter(wl, chain, m1, n1, s["ub_depth"], arenas.role("vector"),
-                               gm_in, gm_out, chunked=False)
+    m1, n1, k1 = s["m1"], s["n1"], s["k1"]
+    buffers = cube_buffers(target, s, in_dt.itemsize, acc_dt.itemsize, m1, n1, wl,
+                           epilogue_chain(wl), gm_in, gm_out)
     pixels = block_pixels(sh, s)
-    mblocks, nblocks = math.ceil(sh.m / pixels), math.ceil(sh.k / n1)
-    if s["block_order"] == "mn":
-        blocks = [(mb, nb) for mb in range(mblocks) for nb in range(nblocks)]
-    else:
-        blocks = [(mb, nb) for nb in range(nblocks) for mb in range(mblocks)]
+    blocks = block_order(1, math.ceil(sh.m / pixels), math.ceil(sh.k / n1),
+                         s["block_order"], 1)
     zero = wl.nodes[conv.args[2]] if len(conv.args) > 2 else None
-    ctx = _Ctx(sh, wl, ci, in_dt, acc_dt, BY_NAME[conv.dtype], isz, pixels, m1, n1, k1, k0,
-               a_l1, b_l1, l0a, l0b, l0c, emitter, gm_in, gm_out,
-               gm_in[zero.attr("input")] if zero is not None else -1,
-               s["im2col"] == "filter_row")
+    ctx = _Ctx(wl=wl, in_dt=in_dt, acc_dt=acc_dt, out_dt=BY_NAME[conv.dtype],
+               isz=in_dt.itemsize, m1=m1, n1=n1, k1=k1, k0=s["k0"], m0=m1, n0=n1,
+               l0_order="mn", transpose_a=False, transpose_b=False, a_l1=buffers.a_l1,
+               b_l1=buffers.b_l1, l0a=buffers.l0a, l0b=buffers.l0b, l0c=buffers.l0c,
+               emitter=buffers.emitter, gm_in=gm_in, gm_out=gm_out, sh=sh, ci=ci,
+               pixels=pixels, zero_sym=gm_in[zero.attr("input")] if zero is not None else -1,
+               filter_rows=s["im2col"] == "filter_row")
+    # work units (batch, m block, n block, K from, K to): the whole reduction per block
+    units = np.array([(*blk, 0, sh.red) for blk in blocks], dtype=np.int64).reshape(-1, 5)
     streams = []
     for core in range(s["cores"]):
-        chunks: list[_Chunk] = []
-        for blk_ctr, (mb, nb) in enumerate(blocks[core::s["cores"]]):
-            ks = list(range(0, sh.red, k1))
-            for j, k_at in enumerate(ks):
-                chunks.append(_Chunk(blk_ctr, mb * pixels, nb * n1, k_at,
-                                     min(k1, sh.red - k_at), len(chunks), j == 0,
-                                     j == len(ks) - 1))
-        sb = StreamBuilder()
-        software_pipeline(sb, chunks, s["l1_depth"], ctx.load, ctx.compute, 0)
+        chunks = core_chunks(units[core::s["cores"]], pixels, n1, k1)
+        sb = StreamBuilder(target)
+        software_pipeline(sb, [Chunk(*c) for c in chunks.tolist()], s["l1_depth"], ctx.load,
+                          ctx.compute, (0, 0))
         streams.append(sb)
     return streams
 
 
 @dataclass
-class _Chunk:
-    """One reduction chunk of one output block: what one L1 load of A and B feeds."""
+class _Ctx(CubeLoop):
+    """The conv2d K loop: the A tile by im2col, blocks of ``pixels`` output pixels."""
 
-    blk: int       # block counter on this core (L0C and UB slot)
-    p_at: int      # first output pixel
-    n_at: int      # first output channel
-    k_at: int
-    kcur: int
-    index: int     # chunk counter on this core (L1 slot)
-    first: bool    # first chunk of its block (MMAD overwrites L0C)
-    last: bool     # last chunk of its block (then drain)
-
-
-@dataclass
-class _Ctx:
     sh: ConvShape
-    wl: Workload
     ci: int
-    in_dt: Any
-    acc_dt: Any
-    out_dt: Any
-    isz: int
     pixels: int
-    m1: int
-    n1: int
-    k1: int
-    k0: int
-    a_l1: Slots
-    b_l1: Slots
-    l0a: Slots
-    l0b: Slots
-    l0c: Slots
-    emitter: ChainEmitter | None
-    gm_in: dict[int, int]
-    gm_out: dict[int, int]
     zero_sym: int
     filter_rows: bool  # im2col copies per filter row (else per tap)
 
-    def extents(self, c: _Chunk) -> tuple[int, int]:
-        return min(self.pixels, self.sh.m - c.p_at), min(self.n1, self.sh.k - c.n_at)
+    def extents(self, c: Chunk) -> tuple[int, int]:
+        return min(self.pixels, self.sh.m - c.m_at), min(self.n1, self.sh.k - c.n_at)
 
-    def load(self, sb: StreamBuilder, c: _Chunk) -> None:
+    def load(self, sb: StreamBuilder, c: Chunk) -> None:
         """GM -> L1: the A tile by im2col DMAs from the input, the B tile of weights."""
         conv = self.wl.nodes[self.ci]
         x, w = self.wl.nodes[conv.args[0]], self.wl.nodes[conv.args[1]]
         mcur, ncur = self.extents(c)
         a_addr, b_addr = self.a_l1.addr(c.index), self.b_l1.addr(c.index)
         x_sym, x_cs = self.gm_in[x.attr("input")], x.attr("strides")[3]
-        for cp in im2col_copies(self.sh, x.attr("offset"), x.attr("strides"), c.p_at, mcur,
+        for cp in im2col_copies(self.sh, x.attr("offset"), x.attr("strides"), c.m_at, mcur,
                                 c.k_at, c.kcur, self.filter_rows):
             addr = a_addr + (cp.row * self.k1 + cp.col) * self.isz
             if cp.src is not None:
@@ -276,40 +239,12 @@ class _Ctx:
                       b_rs, b_cs, gm=self.gm_in[w.attr("input")])
         sb.emit(Op.COPY, dst, src, dtype=self.in_dt)
 
-    def compute(self, sb: StreamBuilder, c: _Chunk, l0_ctr: int) -> int:
-        """L1 -> L0A/L0B and MMADs for one chunk; after the block's last chunk, the drain
-        (and the epilogue). Returns the next L0 slot counter."""
-        isz, n1, k0 = self.isz, self.n1, self.k0
-        mcur, ncur = self.extents(c)
-        a_addr, b_addr = self.a_l1.addr(c.index), self.b_l1.addr(c.index)
-        c_op = Operand(self.l0c.mem, self.l0c.addr(c.blk), mcur, ncur, n1)
-        for kk in range(0, c.kcur, k0):
-            kkc = min(k0, c.kcur - kk)
-            a0 = Operand(self.l0a.mem, self.l0a.addr(l0_ctr), mcur, kkc, k0)
-            b0 = Operand(self.l0b.mem, self.l0b.addr(l0_ctr), kkc, ncur, n1)
-            sb.emit(Op.COPY, a0, Operand(self.a_l1.mem, a_addr + kk * isz, mcur, kkc, self.k1),
-                    dtype=self.in_dt)
-            sb.emit(Op.COPY, b0, Operand(self.b_l1.mem, b_addr + kk * n1 * isz, kkc, ncur, n1),
-                    dtype=self.in_dt)
-            sb.emit(Op.MMAD, c_op, a0, b0, dtype=self.acc_dt, sdtype=self.in_dt,
-                    flags=0 if (c.first and kk == 0) else F_ACCUMULATE)
-            l0_ctr += 1
-        if c.last:
-            self.drain(sb, c, c_op)
-        return l0_ctr
-
-    def drain(self, sb: StreamBuilder, c: _Chunk, c_op: Operand) -> None:
+    def drain(self, sb: StreamBuilder, c: Chunk, c_op: Operand) -> None:
         """L0C -> GM (the NHWC output is the GEMM's [M, K]), or -> UB and the epilogue."""
         mcur, ncur = self.extents(c)
         if self.emitter is None:
-            out = Operand(Mem.GM, c.p_at * self.sh.k + c.n_at, mcur, ncur, self.sh.k, 1,
+            out = Operand(Mem.GM, c.m_at * self.sh.k + c.n_at, mcur, ncur, self.sh.k, 1,
                           gm=self.gm_out[self.ci])
             sb.emit(Op.COPY, out, c_op, dtype=self.out_dt, sdtype=self.acc_dt)
             return
-        tile = Tile(c.p_at, mcur, c.n_at, ncur)
-        sb.emit(Op.COPY, self.emitter.operand(self.ci, tile, c.blk), c_op, dtype=self.out_dt,
-                sdtype=self.acc_dt)
-        if self.ci in self.gm_out:
-            self.emitter.store(sb, self.ci, tile, c.blk)
-        self.emitter.emit_tile(sb, tile, [(c.n_at, ncur)], c.blk, c.blk,
-                               preset=frozenset({self.ci}))
+        self.drain_to_epilogue(sb, self.ci, Tile(c.m_at, mcur, c.n_at, ncur), c.blk, c_op)

@@ -1,6 +1,7 @@
 """``lower(workload, schedule, target)`` -> ``Program``.
 
-The passes, in order: validate the schedule; *tile and place* (the family emitter
+The passes, in order: validate the schedule (against the workload's schedule space,
+the one definition of a valid schedule); *tile and place* (the family emitter
 splits the work into blocks per core and gives every buffer its slots in L1, L0A, L0B,
 L0C and UB); *insert DMAs and compute* (the same emitter, one instruction stream per
 core); *pack* each stream into an ``INSTR`` array; *insert synchronization*
@@ -13,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pypto.codegen import conv2d, matmul, vector
 from pypto.codegen.program import Program, StreamBuilder, Symbol
+from pypto.codegen.registry import emitter_of
 from pypto.codegen.sync import insert_sync
-from pypto.errors import ScheduleError, UnsupportedError
+from pypto.errors import ScheduleError
 from pypto.ir.dtypes import BY_NAME
 from pypto.ir.layouts import nz_shape
 from pypto.ir.workload import TensorSpec, Workload
@@ -24,17 +25,19 @@ from pypto.schedule_space import input_layouts, validate
 from pypto.schedule_space.schedule import Schedule
 from pypto.targets import Target
 
-_EMITTERS = {"matmul": matmul.emit, "vector": vector.emit, "conv2d": conv2d.emit}
-
 
 def lower(wl: Workload, schedule: Schedule, target: Target, *, name: str = "workload",
           input_names: Sequence[str] | None = None,
           output_names: Sequence[str] | None = None) -> Program:
-    """Generate the PTO program of ``wl`` under ``schedule`` for ``target``."""
-    if wl.family not in _EMITTERS:
-        raise UnsupportedError(f"{wl.family} has no NPU code generation yet (it arrives "
-                               "with the schedule-spaces work); run this kernel with "
-                               "pypto.Context(device_type='cpu')")
+    """Generate the PTO program of ``wl`` under ``schedule`` for ``target``.
+
+    Raises:
+        ScheduleError: ``schedule`` is not a point of ``space_for(wl, target)`` (the
+            message lists the space's violations); complete old schedules first
+            (``pypto.schedule_space.complete``).
+        UnsupportedError: ``wl``'s family has no NPU code generation.
+    """
+    emitter = emitter_of(wl)
     problems = validate(wl, schedule, target)
     if problems:
         raise ScheduleError(f"schedule {schedule.to_json()} is not valid for {wl.describe()} "
@@ -48,7 +51,7 @@ def lower(wl: Workload, schedule: Schedule, target: Target, *, name: str = "work
                 for n, o in zip(out_names, wl.outputs)]
     gm_in = {i: i for i in range(len(wl.inputs))}
     gm_out = {o: len(wl.inputs) + j for j, o in enumerate(wl.outputs)}
-    streams: list[StreamBuilder] = _EMITTERS[wl.family](wl, schedule, target, gm_in, gm_out)
+    streams: list[StreamBuilder] = emitter.emit(wl, schedule, target, gm_in, gm_out)
     cores = tuple(insert_sync(sb.array(), target.event_ids) for sb in streams)
     return Program(name, target.name, tuple(symbols), cores)
 

@@ -10,7 +10,7 @@ import numpy as np
 from pypto.codegen.isa import Mem
 from pypto.codegen.memories import memory_map
 from pypto.errors import ScheduleError
-from pypto.schedule_space.vector import round_up
+from pypto.schedule_space.common import round_up
 
 
 @dataclass(frozen=True)

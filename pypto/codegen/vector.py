@@ -9,8 +9,8 @@ from pypto.codegen.place import Arena
 from pypto.codegen.program import StreamBuilder
 from pypto.codegen.vector_chain import REDUCE_OPS, ChainEmitter, Tile
 from pypto.ir.workload import Workload
+from pypto.schedule_space.chain import analyze
 from pypto.schedule_space.schedule import Schedule
-from pypto.schedule_space.vector import analyze
 from pypto.targets import Target
 
 

@@ -2,7 +2,7 @@
 
 Used for vector workloads and for matmul epilogues (where the matmul result arrives in
 UB from the accumulator). Tiles live in the row space of ``chain.space`` (see
-``pypto.schedule_space.vector``).
+``pypto.schedule_space.chain``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pypto.codegen.place import Arena, Slots, broadcast_strides, row_runs
 from pypto.codegen.program import Operand, StreamBuilder
 from pypto.ir.dtypes import BY_NAME, DType
 from pypto.ir.workload import Workload
-from pypto.schedule_space.vector import Chain, pitch, value_bytes
+from pypto.schedule_space.chain import Chain, pitch, value_bytes
 
 UNARY_OPS = {"copy": Op.VCOPY, "cast": Op.VCAST, "relu": Op.VRELU, "exp": Op.VEXP,
              "log": Op.VLN, "sqrt": Op.VSQRT, "rsqrt": Op.VRSQRT, "reciprocal": Op.VRECIP,

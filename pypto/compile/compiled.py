@@ -91,7 +91,7 @@ class Compiled:
         for i, (wl, s, src, prog) in enumerate(zip(self.workloads, self.schedules, self.sources,
                                                    self.programs)):
             parts.append(f"; workload {i}: {wl.describe()}\n; key {wl.key}\n"
-                         f"; schedule ({src}) {s.to_json()}\n{prog.asm()}")
+                         f"; schedule ({src}) {s.to_json()}\n{prog.asm(self.target)}")
         return "\n".join(parts)
 
     def with_schedule(self, index: int, schedule: Mapping[str, Any]) -> Compiled:

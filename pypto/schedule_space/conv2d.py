@@ -27,20 +27,26 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pypto.ir.dtypes import BY_NAME
-from pypto.ir.workload import Workload
-from pypto.schedule_space import vector
-from pypto.schedule_space.cube import memory_constraints
-from pypto.schedule_space.matmul import ACC_DTYPE, CORE_GRID, core_choice
+from pypto.schedule_space.chain import Chain, analyze
+from pypto.schedule_space.common import (
+    MAX_DEPTH,
+    at_most,
+    core_choice,
+    core_choices,
+    round_up,
+    tile_sizes,
+)
+from pypto.schedule_space.cube import k_multiple
+from pypto.schedule_space.cube import memory_uses as memory_uses_of
+from pypto.schedule_space.memory import RoleUse, memory_constraints
+from pypto.schedule_space.memory import footprints as role_footprints
 from pypto.schedule_space.schedule import Schedule
 from pypto.schedule_space.space import Axis, Constraint, Space
-from pypto.schedule_space.vector import MAX_DEPTH, round_up
 
 if TYPE_CHECKING:
+    from pypto.ir.workload import Workload
     from pypto.targets import Target
 
-KNOBS = ("row_block", "m1", "n1", "k1", "k0", "l1_depth", "l0_depth", "l0c_depth",
-         "ub_depth", "cores")
 BLOCK_ORDERS = ("mn", "nm")
 IM2COL = ("tap", "filter_row")
 MAX_M1 = 512  # pixels per block, as matmul's m1
@@ -92,7 +98,7 @@ def shape_of(wl: Workload) -> ConvShape:
                      epilogue)
 
 
-def epilogue_chain(wl: Workload) -> vector.Chain | None:
+def epilogue_chain(wl: Workload) -> Chain | None:
     """The elementwise tail on UB (None without one). The conv's operand loads stay out
     of UB unless the tail reads them too (a residual ``conv(x) + x``)."""
     if not shape_of(wl).epilogue:
@@ -100,7 +106,7 @@ def epilogue_chain(wl: Workload) -> vector.Chain | None:
     ci = conv_index(wl)
     conv = wl.nodes[ci]
     tail_args = {a for i, n in enumerate(wl.nodes) if i != ci for a in n.args}
-    return vector.analyze(wl, space=conv.shape,
+    return analyze(wl, space=conv.shape,
                           skip=frozenset(a for a in conv.args if a not in tail_args))
 
 
@@ -131,84 +137,22 @@ def complete(wl: Workload, s: Schedule) -> Schedule:
     return s.replace(**missing) if missing else s
 
 
-def footprints(wl: Workload, s: Schedule | dict[str, Any], target: Target) -> dict[str, int]:
-    """Bytes placed per memory role for schedule ``s`` (slots rounded to alignment)."""
-    sh = shape_of(wl)
-    isz = BY_NAME[sh.dtype].itemsize
-    acc = BY_NAME[ACC_DTYPE[sh.dtype]].itemsize
-
-    def slot(role: str, nbytes: int) -> int:
-        return round_up(nbytes, target.role(role).alignment)
-
-    out = {
-        "stage": s["l1_depth"] * (slot("stage", s["m1"] * s["k1"] * isz)
-                                  + slot("stage", s["k1"] * s["n1"] * isz)),
-        "left": s["l0_depth"] * slot("left", s["m1"] * s["k0"] * isz),
-        "right": s["l0_depth"] * slot("right", s["k0"] * s["n1"] * isz),
-        "acc": s["l0c_depth"] * slot("acc", s["m1"] * s["n1"] * acc),
-        "vector": 0,
-    }
-    chain = epilogue_chain(wl)
-    if chain is not None:
-        out["vector"] = vector.footprint(chain, s["m1"], s["n1"], s["ub_depth"],
-                                         target.role("vector").alignment)
-    return out
+def memory_uses(wl: Workload, target: Target) -> list[RoleUse]:
+    """The buffers of every memory role (``cube.memory_uses``: whole-block MMADs, the
+    epilogue in UB)."""
+    return memory_uses_of(target, shape_of(wl).dtype, epilogue_chain(wl))
 
 
-def _sizes(extent: int, unit: int, cap: int) -> tuple[int, ...]:
-    """Tile sizes for an extent: unit x 1, 2, 3, 4, 6, 8, 12, 16, ... up to ``cap``, and
-    the extent rounded up to the unit (one tile) when that is below ``cap`` (as matmul)."""
-    full = round_up(extent, unit)
-    steps = {unit * m for m in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)}
-    return tuple(sorted({s for s in steps if s <= min(full, cap)}
-                        | ({full} if full <= cap else set())))
+def footprints(wl: Workload, s: Any, target: Target) -> dict[str, int]:
+    """Bytes placed per memory role under ``s`` (slots rounded to alignment)."""
+    return role_footprints(memory_uses(wl, target), s)
 
 
 def _row_block_check(sh: ConvShape, row_block: int, m1: int, fm: int) -> list[str]:
-    if row_block < 0 or row_block > sh.n * sh.oh:
-        return [f"row_block={row_block} must be in 0..{sh.n * sh.oh} (the output rows)"]
     if row_block and m1 != round_up(row_block * sh.ow, fm):
         return [f"m1={m1} must be row_block={row_block} x OW={sh.ow} pixels rounded up to "
                 f"the fractal ({round_up(row_block * sh.ow, fm)}) when row_block > 0"]
     return []
-
-
-def violations(wl: Workload, s: Schedule, target: Target) -> list[str]:
-    out = vector._require(s, KNOBS)
-    out += [f"missing knob {k!r}" for k in ("block_order", "im2col") if k not in s]
-    if out:
-        return out
-    sh = shape_of(wl)
-    fm, fk, fn = target.fractal(sh.dtype)
-    for knob, unit in (("m1", fm), ("n1", fn), ("k0", fk)):
-        if s[knob] < unit or s[knob] % unit:
-            out.append(f"{knob}={s[knob]} must be a positive multiple of the {sh.dtype} "
-                       f"fractal size {unit}")
-    if s["k1"] < s["k0"] or s["k1"] % max(s["k0"], 1):
-        out.append(f"k1={s['k1']} must be a positive multiple of k0={s['k0']}")
-    for knob in ("l1_depth", "l0_depth", "l0c_depth", "ub_depth"):
-        if not 1 <= s[knob] <= MAX_DEPTH:
-            out.append(f"{knob}={s[knob]} must be in 1..{MAX_DEPTH}")
-    if s["block_order"] not in BLOCK_ORDERS:
-        out.append(f"block_order={s['block_order']!r} must be 'mn' or 'nm'")
-    if s["im2col"] not in IM2COL:
-        out.append(f"im2col={s['im2col']!r} must be 'tap' or 'filter_row'")
-    elif s["im2col"] == "filter_row" and not filter_row_copies_possible(wl):
-        out.append("im2col='filter_row' needs dilation_w 1, a kernel wider than 1 and an "
-                   "input with (w, c) contiguous; use 'tap'")
-    if not 1 <= s["cores"] <= target.cube_cores:
-        out.append(f"cores={s['cores']} must be in 1..{target.cube_cores} "
-                   f"({target.name} has {target.cube_cores} cube cores)")
-    if not out:
-        out += _row_block_check(sh, s["row_block"], s["m1"], fm)
-    if out:
-        return out
-    blocks = num_blocks(wl, s)
-    if s["cores"] > blocks:
-        out.append(f"cores={s['cores']} exceeds the {blocks} output blocks")
-    from pypto.schedule_space.matmul import memory_problems
-
-    return out + memory_problems(footprints(wl, s, target), target, s)
 
 
 def row_blocks(sh: ConvShape, fm: int) -> tuple[int, ...]:
@@ -229,20 +173,23 @@ def _block_cost(sh: ConvShape, pixels: int, m1: int, n1: int, cube_cores: int) -
     return math.ceil(blocks / cores) * (m1 + 64)
 
 
-def default(wl: Workload, target: Target) -> Schedule:
+def default(wl: Workload, target: Target, within: Space | None = None) -> Schedule:
     """Whole output rows per block (each im2col DMA moves a full row of pixels); the
     rows per block and n1 (up to 256 pixels and channels) that minimize waves x (rows +
     64) over the cube cores, ties to more rows, then fewer channels (within 2% of the
     best such pair on average over simulated ResNet-50 layers); k0 = 4 fractals, k1 =
     4 x k0; double buffering; filter-row copies when stride_w > 1 (per-tap rows would
     be short, separate bursts). Then shrink like matmul (accumulator depth, k1, n1, the
-    block, k0, UB depth) until everything fits."""
+    block, k0, UB depth) until the space's constraints hold; sizes the halving leaves
+    between two of the space's choices go down to the smaller. ``within``: the space of
+    ``wl`` on ``target``, when built already."""
     sh = shape_of(wl)
+    space = within or build_space(wl, target)
     fm, fk, fn = target.fractal(sh.dtype)
     cores = target.cube_cores
     candidates = [(_block_cost(sh, r * sh.ow, round_up(r * sh.ow, fm), n, cores), -r, n)
                   for r in row_blocks(sh, fm)[1:] if round_up(r * sh.ow, fm) <= 256
-                  for n in _sizes(sh.k, fn, 256)]
+                  for n in tile_sizes(sh.k, fn, 256)]
     if candidates:
         _, neg_rows, n1 = min(candidates)
         row_block, m1 = -neg_rows, round_up(-neg_rows * sh.ow, fm)
@@ -253,11 +200,12 @@ def default(wl: Workload, target: Target) -> Schedule:
     im2col = "filter_row" if sh.stride[1] > 1 and filter_row_copies_possible(wl) else "tap"
     s = Schedule(row_block=row_block, m1=m1, n1=n1, k1=k1, k0=k0, l1_depth=2, l0_depth=2,
                  l0c_depth=2, ub_depth=2, cores=1, block_order="mn", im2col=im2col)
+    acc = target.role("acc").name
     for _ in range(64):
-        problems = violations(wl, s, target)
+        problems = space.check(s)
         if not problems:
             break
-        if s["l0c_depth"] > 1 and any(target.role("acc").name in p for p in problems):
+        if s["l0c_depth"] > 1 and any(acc in p for p in problems):
             s = s.replace(l0c_depth=1)
         elif s["k1"] > s["k0"]:
             s = s.replace(k1=s["k1"] // 2 if (s["k1"] // 2) % s["k0"] == 0 else s["k0"])
@@ -275,41 +223,52 @@ def default(wl: Workload, target: Target) -> Schedule:
             s = s.replace(ub_depth=1)
         else:
             break
+    s = _on_grid(space, sh, fm, s)
     blocks = num_blocks(wl, s)
     return s.replace(cores=core_choice(min(target.cube_cores, blocks), target.cube_cores))
 
 
-def space(wl: Workload, target: Target) -> Space:
+def _on_grid(space: Space, sh: ConvShape, fm: int, s: Schedule) -> Schedule:
+    """``s`` with a row count or block size between two of the space's choices moved
+    down to the smaller (``m1`` follows ``row_block``)."""
+    if s["row_block"]:
+        rb = at_most(space.axes["row_block"].choices, s["row_block"])
+        s = s.replace(row_block=rb, m1=round_up(rb * sh.ow, fm) if rb else s["m1"])
+    return s.replace(m1=at_most(space.axes["m1"].choices, s["m1"]),
+                     n1=at_most(space.axes["n1"].choices, s["n1"]))
+
+
+def build_space(wl: Workload, target: Target) -> Space:
     """The conv2d schedule space (axes in dependency order; constraints per memory)."""
     sh = shape_of(wl)
     fm, fk, fn = target.fractal(sh.dtype)
-    isz = BY_NAME[sh.dtype].itemsize
-    acc_isz = BY_NAME[ACC_DTYPE[sh.dtype]].itemsize
     rbs = row_blocks(sh, fm)
-    m1s = tuple(sorted(set(_sizes(sh.m, fm, MAX_M1))
+    m1s = tuple(sorted(set(tile_sizes(sh.m, fm, MAX_M1))
                        | {round_up(r * sh.ow, fm) for r in rbs if r}))
-    k0s = _sizes(sh.red, fk, 16 * fk)
-    k1s = tuple(sorted(set(_sizes(sh.red, fk, 128 * fk)) |
+    k0s = tile_sizes(sh.red, fk, 16 * fk)
+    k1s = tuple(sorted(set(tile_sizes(sh.red, fk, 128 * fk)) |
                        {round_up(sh.red, k0) for k0 in k0s if round_up(sh.red, k0) <= 128 * fk}))
     depths = tuple(range(1, MAX_DEPTH + 1))
     chain = epilogue_chain(wl)
-    cores = tuple(sorted({c for c in CORE_GRID if c <= target.cube_cores}
-                         | {target.cube_cores}))
     axes = [
         Axis("row_block", rbs, "output rows per block (0: m1 pixels, rows may split)"),
         Axis("m1", m1s, "output pixels per block in L0C (row_block x OW rounded up)"),
-        Axis("n1", _sizes(sh.k, fn, 512), "output channels per block"),
+        Axis("n1", tile_sizes(sh.k, fn, 512), "output channels per block"),
         Axis("l0c_depth", depths, "accumulator buffers (2+: drain overlaps compute)"),
         Axis("k0", k0s, "reduction (r, s, c) per MMAD (one L0A/L0B tile)"),
         Axis("l0_depth", depths, "L0A/L0B buffers"),
         Axis("k1", k1s, "reduction per L1 load: im2col A tile and weight B tile"),
         Axis("l1_depth", depths, "L1 buffers of the A and B tiles"),
-        Axis("ub_depth", depths if chain is not None else (2,), "UB buffers of the epilogue"),
-        Axis("cores", cores, "cube cores sharing the output blocks"),
+        Axis("ub_depth", depths if chain is not None else (2,), "UB buffers of the epilogue",
+             "" if chain is not None else "there is no epilogue in UB"),
+        Axis("cores", core_choices(target.cube_cores), "cube cores sharing the output blocks"),
         Axis("block_order", BLOCK_ORDERS, "block walk: channels fastest (mn) or pixels "
                                           "fastest (nm)"),
         Axis("im2col", IM2COL if filter_row_copies_possible(wl) else IM2COL[:1],
-             "A-tile copies per tap, or per filter row (taps s..s' at once)"),
+             "A-tile copies per tap, or per filter row (taps s..s' at once)",
+             "" if filter_row_copies_possible(wl) else
+             "im2col='filter_row' needs dilation_w 1, a kernel wider than 1 and an input "
+             "with (w, c) contiguous; use 'tap'"),
     ]
 
     def rows(k: dict[str, Any]) -> list[str]:
@@ -322,9 +281,8 @@ def space(wl: Workload, target: Target) -> Space:
             f"(row_block={k['row_block']}) x n1={k['n1']}"]
 
     constraints = [Constraint(("row_block", "m1"), rows),
-                   *memory_constraints(target, isz, acc_isz, chain),
+                   *memory_constraints(target, memory_uses(wl, target), [a.name for a in axes]),
+                   k_multiple(),
                    Constraint(("row_block", "m1", "n1", "cores"), core_count)]
-    from pypto.schedule_space.matmul import shared_memory_constraint
-
-    constraints += shared_memory_constraint(wl, target, axes, footprints)
-    return Space(wl, target, axes, constraints, lambda: default(wl, target))
+    built = Space(wl, target, axes, constraints, lambda: default(wl, target, built))
+    return built

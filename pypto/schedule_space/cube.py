@@ -1,73 +1,87 @@
-"""The buffer constraints every cube kernel's space shares (matmul, and conv2d as an
-implicit GEMM): the accumulator block ``m1 x n1`` in L0C, the MMAD operands in L0A and
-L0B, the A and B tiles in L1, and the epilogue's buffers in UB, each counted with its
-buffer depth and rounded to the memory's alignment."""
+"""What every cube kernel's space shares (matmul, and conv2d as an implicit GEMM): the
+accumulator dtype, and the buffers per memory role: the A and B tiles in L1
+(``stage``), the MMAD operands in L0A and L0B (``left``, ``right``), the accumulator
+block ``m1 x n1`` in L0C (``acc``) and the epilogue's buffers in UB (``vector``), each
+counted with its buffer depth and rounded to the memory's alignment (``memory``
+turns them into one constraint per memory)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pypto.schedule_space import vector
+from pypto.ir.dtypes import BY_NAME
+from pypto.schedule_space.chain import Chain, footprint
+from pypto.schedule_space.memory import RoleUse, slot
 from pypto.schedule_space.space import Constraint
-from pypto.schedule_space.vector import round_up
 
 if TYPE_CHECKING:
     from pypto.targets import Target
 
+ACC_DTYPE = {"float16": "float32", "float32": "float32", "int8": "int32"}
 
-def memory_constraints(target: Target, isz: int, acc_isz: int, chain: vector.Chain | None,
-                       sub_blocks: bool = False,
-                       epilogue_axis: bool = False) -> list[Constraint]:
-    """Constraints for axes ``m1, n1, k0, k1`` and the depths. An MMAD computes the whole
-    ``m1 x n1`` block, or with ``sub_blocks`` one of ``m0_parts x n0_parts`` sub-blocks;
-    with ``epilogue_axis``, an ``epilogue`` of "FIX" needs no UB."""
+
+def memory_uses(target: Target, dtype: str, chain: Chain | None, *, sub_blocks: bool = False,
+                epilogue_axis: bool = False, zero_tile_bytes: int = 0) -> list[RoleUse]:
+    """The roles of a cube kernel over axes ``m1, n1, k0, k1`` and the depths. An MMAD
+    computes the whole ``m1 x n1`` block, or with ``sub_blocks`` one of ``m0_parts x
+    n0_parts`` sub-blocks; with ``epilogue_axis``, an ``epilogue`` of "FIX" needs no UB;
+    with ``zero_tile_bytes``, ``split_k`` > 1 places a zero tile of that size in UB."""
+    isz = BY_NAME[dtype].itemsize
+    acc_isz = BY_NAME[ACC_DTYPE[dtype]].itemsize
     parts = ("m0_parts", "n0_parts") if sub_blocks else ()
 
-    def fits(role: str, need: int, what: str) -> list[str]:
-        mem = target.role(role)
-        return [] if need <= mem.capacity else [
-            f"{mem.name}: {what} needs {need} bytes but {mem.name} holds {mem.capacity}"]
+    def rows(k: Any) -> int:
+        return k["m1"] // k["m0_parts"] if parts else k["m1"]
 
-    def slot(role: str, nbytes: int) -> int:
-        return round_up(nbytes, target.role(role).alignment)
+    def cols(k: Any) -> int:
+        return k["n1"] // k["n0_parts"] if parts else k["n1"]
 
-    def acc(k: dict[str, Any]) -> list[str]:
-        need = k["l0c_depth"] * slot("acc", k["m1"] * k["n1"] * acc_isz)
-        return fits("acc", need, f"m1={k['m1']} x n1={k['n1']} x l0c_depth={k['l0c_depth']}")
+    row_text = "m1/m0_parts" if parts else "m1"
+    col_text = "n1/n0_parts" if parts else "n1"
+    uses = [
+        RoleUse("stage", ("m1", "n1", "k1", "l1_depth"),
+                lambda k: k["l1_depth"] * (slot(target, "stage", k["m1"] * k["k1"] * isz)
+                                           + slot(target, "stage", k["k1"] * k["n1"] * isz)),
+                lambda k: f"(m1 + n1) x k1={k['k1']} x l1_depth={k['l1_depth']}"),
+        RoleUse("left", ("m1", *parts[:1], "k0", "l0_depth"),
+                lambda k: k["l0_depth"] * slot(target, "left", rows(k) * k["k0"] * isz),
+                lambda k: f"{row_text}={rows(k)} x k0={k['k0']} x l0_depth={k['l0_depth']}"),
+        RoleUse("right", ("n1", *parts[1:], "k0", "l0_depth"),
+                lambda k: k["l0_depth"] * slot(target, "right", k["k0"] * cols(k) * isz),
+                lambda k: f"k0={k['k0']} x {col_text}={cols(k)} x l0_depth={k['l0_depth']}"),
+        RoleUse("acc", ("m1", "n1", "l0c_depth"),
+                lambda k: k["l0c_depth"] * slot(target, "acc", k["m1"] * k["n1"] * acc_isz),
+                lambda k: f"m1={k['m1']} x n1={k['n1']} x l0c_depth={k['l0c_depth']}"),
+    ]
+    align = target.role("vector").alignment
 
-    def l0(k: dict[str, Any]) -> list[str]:
-        d = k["l0_depth"]
-        if parts:
-            rows, cols = k["m1"] // k[parts[0]], k["n1"] // k[parts[1]]
-            row_text = f"m1/m0_parts={rows}"
-            col_text = f"n1/n0_parts={cols}"
-        else:
-            rows, cols = k["m1"], k["n1"]
-            row_text, col_text = f"m1={rows}", f"n1={cols}"
-        return fits("left", d * slot("left", rows * k["k0"] * isz),
-                    f"{row_text} x k0={k['k0']} x l0_depth={d}") + \
-            fits("right", d * slot("right", k["k0"] * cols * isz),
-                 f"k0={k['k0']} x {col_text} x l0_depth={d}")
+    def epilogue_bytes(k: Any) -> int:
+        if chain is None or (epilogue_axis and k["epilogue"] == "FIX"):
+            return 0
+        return footprint(chain, k["m1"], k["n1"], k["ub_depth"], align)
 
-    def l1(k: dict[str, Any]) -> list[str]:
-        if k["k1"] % k["k0"]:
-            return [f"k1={k['k1']} must be a multiple of k0={k['k0']}"]
-        need = k["l1_depth"] * (slot("stage", k["m1"] * k["k1"] * isz)
-                                + slot("stage", k["k1"] * k["n1"] * isz))
-        return fits("stage", need, f"(m1 + n1) x k1={k['k1']} x l1_depth={k['l1_depth']}")
+    def vector_bytes(k: Any) -> int:
+        zero = slot(target, "vector", zero_tile_bytes) if zero_tile_bytes and \
+            k["split_k"] > 1 else 0
+        return epilogue_bytes(k) + zero
 
-    def ub(k: dict[str, Any]) -> list[str]:
-        if epilogue_axis and k["epilogue"] == "FIX":
-            return []
-        need = vector.footprint(chain, k["m1"], k["n1"], k["ub_depth"],  # type: ignore[arg-type]
-                                target.role("vector").alignment)
-        return fits("vector", need, f"the epilogue on {k['m1']}x{k['n1']} blocks x "
-                                    f"ub_depth={k['ub_depth']}")
+    def vector_text(k: Any) -> str:
+        parts_text = []
+        if epilogue_bytes(k):
+            parts_text.append(f"the epilogue on {k['m1']}x{k['n1']} blocks x "
+                              f"ub_depth={k['ub_depth']}")
+        if zero_tile_bytes and k["split_k"] > 1:
+            parts_text.append(f"the zero tile of split_k={k['split_k']}")
+        return " + ".join(parts_text)
 
-    out = [Constraint(("m1", "n1", "l0c_depth"), acc),
-           Constraint(("m1", "n1", *parts, "k0", "l0_depth"), l0),
-           Constraint(("m1", "n1", "k0", "k1", "l1_depth"), l1)]
-    if chain is not None:
-        axes = ("m1", "n1", "ub_depth") + (("epilogue",) if epilogue_axis else ())
-        out.append(Constraint(axes, ub))
-    return out
+    if chain is not None or zero_tile_bytes:
+        axes = ("m1", "n1", "ub_depth") + (("epilogue",) if epilogue_axis else ()) + (
+            ("split_k",) if zero_tile_bytes else ())
+        uses.append(RoleUse("vector", axes, vector_bytes, vector_text))
+    return uses
+
+
+def k_multiple() -> Constraint:
+    """An L1 load of K holds whole MMAD steps: ``k1`` is a multiple of ``k0``."""
+    return Constraint(("k0", "k1"), lambda k: [] if k["k1"] % k["k0"] == 0 else [
+        f"k1={k['k1']} must be a multiple of k0={k['k0']}"])

@@ -1,5 +1,5 @@
-"""Matmul workloads (with batched operands and fused elementwise epilogues): buffer
-footprints per memory level, the default tiling heuristic and validation.
+"""Matmul workloads (with batched operands and fused elementwise epilogues): the space,
+the default tiling heuristic, the operand layouts and the work units.
 
 Knobs: ``m1 x n1`` is the output block held in the accumulator (L0C) and reduced over
 all of K; ``k1`` is the K extent of one L1 load of A and B; ``k0`` the K extent of one
@@ -20,22 +20,28 @@ from typing import TYPE_CHECKING, Any
 
 from pypto.ir.dtypes import BY_NAME
 from pypto.ir.layouts import nz_c0
-from pypto.ir.workload import Workload
-from pypto.schedule_space import vector
-from pypto.schedule_space.cube import memory_constraints
+from pypto.schedule_space.chain import Chain, analyze
+from pypto.schedule_space.common import (
+    MAX_DEPTH,
+    at_most,
+    core_choice,
+    core_choices,
+    round_up,
+    tile_sizes,
+)
+from pypto.schedule_space.cube import k_multiple
+from pypto.schedule_space.cube import memory_uses as memory_uses_of
+from pypto.schedule_space.memory import RoleUse, memory_constraints
+from pypto.schedule_space.memory import footprints as role_footprints
 from pypto.schedule_space.schedule import Schedule
 from pypto.schedule_space.space import Axis, Constraint, Space
-from pypto.schedule_space.vector import MAX_DEPTH, round_up
 
 if TYPE_CHECKING:
+    from pypto.ir.workload import Workload
     from pypto.targets import Target
 
-CORE_GRID = (1, 2, 4, 6, 8, 12, 16, 20, 24, 32, 40, 48)
-KNOBS = ("m1", "n1", "k1", "k0", "l1_depth", "l0_depth", "l0c_depth", "ub_depth", "cores",
-         "block_order", "swizzle", "split_k", "m0_parts", "n0_parts", "l0_order")
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
 ZERO_TILE_BYTES = 16384  # split-K: the zero tile in UB that clears the output
-ACC_DTYPE = {"float16": "float32", "float32": "float32", "int8": "int32"}
 
 
 @dataclass(frozen=True)
@@ -61,14 +67,14 @@ def shape_of(wl: Workload) -> MatmulShape:
                        epilogue)
 
 
-def epilogue_chain(wl: Workload) -> vector.Chain | None:
+def epilogue_chain(wl: Workload) -> Chain | None:
     mm_index = next(i for i, n in enumerate(wl.nodes) if n.op == "matmul")
     if not shape_of(wl).epilogue:
         return None
     # A and B stay out of UB unless the tail reads them too (``relu(a @ b) + a``).
     tail_args = {a for i, n in enumerate(wl.nodes) if i != mm_index for a in n.args}
     skip = frozenset(a for a in wl.nodes[mm_index].args if a not in tail_args)
-    return vector.analyze(wl, space=wl.nodes[mm_index].shape, skip=skip)
+    return analyze(wl, space=wl.nodes[mm_index].shape, skip=skip)
 
 
 PARTS = (1, 2, 4, 8)
@@ -83,13 +89,11 @@ def sub_block(s: Any) -> tuple[int, int]:
 def sub_block_problems(s: Any, fm: int, fn: int) -> list[str]:
     out = []
     for knob, outer, unit in (("m0_parts", "m1", fm), ("n0_parts", "n1", fn)):
-        parts = s.get(knob, 1)
-        if parts not in PARTS:
-            out.append(f"{knob}={parts!r} must be one of {PARTS}")
-        elif s[outer] % (parts * unit):
+        parts = s[knob]
+        if s[outer] % (parts * unit):
             out.append(f"{knob}={parts} must cut {outer}={s[outer]} into whole fractals "
                        f"({outer} a multiple of {parts} x {unit})")
-    if not out and s.get("m0_parts", 1) * s.get("n0_parts", 1) > MAX_SUB_BLOCKS:
+    if not out and s["m0_parts"] * s["n0_parts"] > MAX_SUB_BLOCKS:
         out.append(f"m0_parts={s['m0_parts']} x n0_parts={s['n0_parts']} makes more than "
                    f"{MAX_SUB_BLOCKS} sub-blocks per block")
     return out
@@ -128,19 +132,22 @@ def operand_layouts(wl: Workload, s: Any) -> list[str]:
     return layouts
 
 
+def layout_note(wl: Workload, knob: str) -> str:
+    """Why ``knob`` (``a_layout``/``b_layout``) has the choices it has, when limited."""
+    choices = layout_choices(wl)[knob]
+    if choices == ("NZ",):
+        return "the caller stored it in NZ"
+    if choices == ("ND",):
+        return ("only a constant the kernel captures and reads whole as a matmul operand "
+                "can be stored in NZ; or pass a tensor made with layout='NZ'")
+    return ""
+
+
 def layout_problems(wl: Workload, s: Any) -> list[str]:
-    out = []
-    choices = layout_choices(wl)
-    for knob in LAYOUT_KNOBS:
-        if knob in s and s[knob] not in choices[knob]:
-            why = ("the caller stored it in NZ" if choices[knob] == ("NZ",) else
-                   "only a constant the kernel captures and reads whole as a matmul operand "
-                   "can be stored in NZ; or pass a tensor made with layout='NZ'")
-            out.append(f"{knob}={s[knob]!r} must be one of {choices[knob]}: {why}")
     a, b = _operand_inputs(wl)
-    if a == b and s.get("a_layout", "ND") != s.get("b_layout", "ND"):
-        out.append("a_layout and b_layout must agree: A and B are the same tensor")
-    return out
+    if a == b and s["a_layout"] != s["b_layout"]:
+        return ["a_layout and b_layout must agree: A and B are the same tensor"]
+    return []
 
 
 def nz_blocks(wl: Workload, s: Any = None) -> dict[str, tuple[int, str]]:
@@ -191,16 +198,7 @@ def zero_tile_elements(itemsize: int, target: Target) -> int:
     return round_up(ZERO_TILE_BYTES, target.role("vector").alignment) // itemsize
 
 
-def split_problems(wl: Workload, k1: int, split_k: object) -> list[str]:
-    if not isinstance(split_k, int) or isinstance(split_k, bool):
-        return [f"split_k={split_k!r} must be an int"]
-    if split_k == 1:
-        return []
-    if split_k not in SPLITS:
-        return [f"split_k={split_k} must be one of {SPLITS}"]
-    if epilogue_chain(wl) is not None:
-        return [f"split_k={split_k}: the partial sums add in GM, so the matmul cannot have a "
-                "fused epilogue; use split_k=1"]
+def split_problems(wl: Workload, k1: int, split_k: int) -> list[str]:
     chunks = math.ceil(shape_of(wl).k / k1)
     if split_k > chunks:
         return [f"split_k={split_k} exceeds the {chunks} K chunks of k1={k1} "
@@ -234,119 +232,33 @@ def complete(wl: Workload, s: Schedule) -> Schedule:
     return s.replace(**missing) if missing else s
 
 
-def footprints(wl: Workload, s: Schedule, target: Target) -> dict[str, int]:
-    """Bytes placed per memory role for schedule ``s`` (slots rounded to alignment)."""
-    sh = shape_of(wl)
-    isz = BY_NAME[sh.dtype].itemsize
-    acc = BY_NAME[ACC_DTYPE[sh.dtype]].itemsize
-
-    def slot(role: str, nbytes: int) -> int:
-        return round_up(nbytes, target.role(role).alignment)
-
-    out = {
-        "stage": s["l1_depth"] * (slot("stage", s["m1"] * s["k1"] * isz)
-                                  + slot("stage", s["k1"] * s["n1"] * isz)),
-        "left": s["l0_depth"] * slot("left", sub_block(s)[0] * s["k0"] * isz),
-        "right": s["l0_depth"] * slot("right", s["k0"] * sub_block(s)[1] * isz),
-        "acc": s["l0c_depth"] * slot("acc", s["m1"] * s["n1"] * acc),
-        "vector": 0,
-    }
-    chain = epilogue_chain(wl)
-    if chain is not None and s.get("epilogue", "VEC") == "VEC":
-        out["vector"] = vector.footprint(chain, s["m1"], s["n1"], s["ub_depth"],
-                                         target.role("vector").alignment)
-    if s.get("split_k", 1) > 1:
-        out["vector"] += slot("vector", ZERO_TILE_BYTES)
-    return out
+def memory_uses(wl: Workload, target: Target) -> list[RoleUse]:
+    """The buffers of every memory role (``cube.memory_uses``, with sub-blocks, the
+    epilogue knob and split-K's zero tile)."""
+    return memory_uses_of(target, shape_of(wl).dtype, epilogue_chain(wl), sub_blocks=True,
+                          epilogue_axis=True, zero_tile_bytes=ZERO_TILE_BYTES)
 
 
-def num_blocks(wl: Workload, s: Schedule) -> int:
+def footprints(wl: Workload, s: Any, target: Target) -> dict[str, int]:
+    """Bytes placed per memory role under ``s`` (slots rounded to alignment)."""
+    return role_footprints(memory_uses(wl, target), s)
+
+
+def num_blocks(wl: Workload, s: Any) -> int:
     """Work units the cores share: output blocks times K parts."""
     sh = shape_of(wl)
     return (math.prod(sh.batch) * math.ceil(sh.m / s["m1"]) * math.ceil(sh.n / s["n1"])
             * s.get("split_k", 1))
 
 
-def violations(wl: Workload, s: Schedule, target: Target) -> list[str]:
-    # split_k, m0, n0 and l0_order are optional: ``complete`` gives their neutral values
-    optional = ("block_order", "split_k", "m0", "n0", "l0_order", *LAYOUT_KNOBS)
-    out = vector._require(s, tuple(k for k in KNOBS if k not in optional))
-    out += vector._require(s, tuple(k for k in ("split_k", "m0_parts", "n0_parts") if k in s))
-    if "block_order" not in s:
-        out.append("missing knob 'block_order'")
-    if out:
-        return out
-    sh = shape_of(wl)
-    fm, fk, fn = target.fractal(sh.dtype)
-    for knob, unit in (("m1", fm), ("n1", fn), ("k0", fk)):
-        if s[knob] < unit or s[knob] % unit:
-            out.append(f"{knob}={s[knob]} must be a positive multiple of the {sh.dtype} "
-                       f"fractal size {unit}")
-    if out:
-        return out
-    out += sub_block_problems(s, fm, fn)
-    if s.get("l0_order", "mn") not in ("mn", "nm"):
-        out.append(f"l0_order={s.get('l0_order')!r} must be 'mn' or 'nm'")
-    if s["k1"] < s["k0"] or s["k1"] % max(s["k0"], 1):
-        out.append(f"k1={s['k1']} must be a positive multiple of k0={s['k0']}")
-    for knob in ("l1_depth", "l0_depth", "l0c_depth", "ub_depth"):
-        if not 1 <= s[knob] <= MAX_DEPTH:
-            out.append(f"{knob}={s[knob]} must be in 1..{MAX_DEPTH}")
-    if s.get("epilogue", "VEC") not in ("VEC", "FIX") or (
-            s.get("epilogue") == "FIX" and not fix_epilogue(wl)):
-        out.append(f"epilogue={s.get('epilogue')!r}: FIX can only apply a ReLU chain with no "
-                   "other inputs; use 'VEC'")
-    if s["block_order"] not in ("mn", "nm"):
-        out.append(f"block_order={s['block_order']!r} must be 'mn' or 'nm'")
-    if s["swizzle"] < 1:
-        out.append(f"swizzle={s['swizzle']} must be >= 1")
-    if not 1 <= s["cores"] <= target.cube_cores:
-        out.append(f"cores={s['cores']} must be in 1..{target.cube_cores} "
-                   f"({target.name} has {target.cube_cores} cube cores)")
-    out += split_problems(wl, s["k1"], s.get("split_k", 1)) + layout_problems(wl, s)
-    if out:
-        return out
-    out += nz_problems(wl, s)
-    if out:
-        return out
-    return out + memory_problems(footprints(wl, s, target), target, s)
-
-
-def memory_problems(per_role: dict[str, int], target: Target, s: Any) -> list[str]:
-    """Capacity violations, per memory: roles a target maps onto one memory (an MLU's
-    NRAM holds the left operand, the accumulator and the vector buffers) add up."""
-    need: dict[str, int] = {}
-    for role, nbytes in per_role.items():
-        name = target.role(role).name
-        need[name] = need.get(name, 0) + nbytes
-    out = []
-    for name, nbytes in need.items():
-        mem = target.memory(name)
-        if nbytes > mem.capacity:
-            out.append(f"{name}: {nbytes} bytes needed (m1={s['m1']}, n1={s['n1']}, "
-                       f"k1={s['k1']}, k0={s['k0']}, depths {s['l1_depth']}/{s['l0_depth']}/"
-                       f"{s['l0c_depth']}/{s['ub_depth']}) but it holds {mem.capacity}")
-    return out
-
-
-def shared_memory_constraint(wl: Workload, target: Target, axes: list[Axis],
-                             footprint_fn: Any) -> list[Constraint]:
-    """When roles share a memory, one more constraint over all the axes: the sum fits."""
-    names = [target.role(r).name for r in ("stage", "left", "right", "acc", "vector")]
-    if len(set(names)) == len(names):
-        return []
-
-    def shared(k: dict[str, Any]) -> list[str]:
-        return memory_problems(footprint_fn(wl, k, target), target, k)
-
-    return [Constraint(tuple(a.name for a in axes), shared)]
-
-
-def default(wl: Workload, target: Target) -> Schedule:
+def default(wl: Workload, target: Target, within: Space | None = None) -> Schedule:
     """128 x 256 output blocks (rows of 256 fp16 = 512 B, a full DMA burst), k0 = 4
     fractals, k1 = 4 x k0, double buffering; shrink (accumulator depth first, then
-    k1, then the block) until everything fits."""
+    k1, then the block) until the space's constraints hold; a block size the halving
+    leaves between two of the space's sizes goes down to the smaller. ``within``: the
+    space of ``wl`` on ``target``, when built already."""
     sh = shape_of(wl)
+    space = within or build_space(wl, target)
     _, fk, _ = target.fractal(sh.dtype)
     fm, _, fn = tile_units(wl, target)
     m1 = min(128, round_up(sh.m, fm))
@@ -358,12 +270,12 @@ def default(wl: Workload, target: Target) -> Schedule:
                  epilogue="FIX" if fix_epilogue(wl) else "VEC", m0_parts=1, n0_parts=1,
                  l0_order="mn",
                  **{knob: choices[0] for knob, choices in layout_choices(wl).items()})
+    acc = target.role("acc").name
     for _ in range(64):
-        problems = violations(wl, s, target)
+        problems = space.check(s)
         if not problems:
             break
-        if s["l0c_depth"] > 1 and any("L0C" in p or target.role("acc").name in p
-                                      for p in problems):
+        if s["l0c_depth"] > 1 and any("L0C" in p or acc in p for p in problems):
             s = s.replace(l0c_depth=1)
         elif s["k1"] > s["k0"]:
             s = s.replace(k1=s["k1"] // 2 if (s["k1"] // 2) % s["k0"] == 0 else s["k0"])
@@ -378,79 +290,73 @@ def default(wl: Workload, target: Target) -> Schedule:
             s = s.replace(ub_depth=1)
         else:
             break
-    s = s.replace(split_k=default_split(wl, s, target))
+    s = s.replace(m1=at_most(space.axes["m1"].choices, s["m1"]),
+                  n1=at_most(space.axes["n1"].choices, s["n1"]))
+    s = s.replace(split_k=default_split(wl, s, space))
     return s.replace(cores=core_choice(min(target.cube_cores, num_blocks(wl, s)),
                                        target.cube_cores))
 
 
-def default_split(wl: Workload, s: Schedule, target: Target) -> int:
+def default_split(wl: Workload, s: Schedule, space: Space) -> int:
     """Split K only when there are fewer output blocks than cores: the largest split
     that keeps blocks x split within the cores and gives every part at least two
     ``k1`` chunks (so loads still overlap compute), if the zero tile fits."""
+    cube_cores = space.target.cube_cores
     blocks = num_blocks(wl, s.replace(split_k=1))
-    if blocks >= target.cube_cores or epilogue_chain(wl) is not None:
+    if blocks >= cube_cores or epilogue_chain(wl) is not None:
         return 1
     chunks = math.ceil(shape_of(wl).k / s["k1"])
     for split in sorted(SPLITS, reverse=True):
-        if split > 1 and blocks * split <= target.cube_cores and chunks >= 2 * split \
-                and not violations(wl, s.replace(split_k=split), target):
+        if split > 1 and blocks * split <= cube_cores and chunks >= 2 * split \
+                and not space.validate(s.replace(split_k=split)):
             return split
     return 1
 
 
-def core_choice(count: int, available: int) -> int:
-    """The largest core count on the spaces' grid that is at most ``count``."""
-    grid = [c for c in CORE_GRID if c <= available] + [available]
-    return max(c for c in grid if c <= max(1, count))
-
-
-def _sizes(extent: int, unit: int, cap: int) -> tuple[int, ...]:
-    """Tile sizes for an extent: unit x 1, 2, 3, 4, 6, 8, 12, 16, ... up to ``cap``, and
-    the extent rounded up to the unit (one tile) when that is below ``cap``."""
-    full = round_up(extent, unit)
-    steps = sorted({unit * m for m in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)})
-    out = {s for s in steps if s <= min(full, cap)}
-    if full <= cap:
-        out.add(full)
-    return tuple(sorted(out))
-
-
-def space(wl: Workload, target: Target) -> Space:
+def build_space(wl: Workload, target: Target) -> Space:
     """The matmul schedule space (axes in dependency order; constraints per memory)."""
     sh = shape_of(wl)
     fm, fk, fn = target.fractal(sh.dtype)
     um, uk, un = tile_units(wl, target)
-    isz = BY_NAME[sh.dtype].itemsize
-    acc_isz = BY_NAME[ACC_DTYPE[sh.dtype]].itemsize
-    k0s = _sizes(sh.k, fk, 16 * fk)
-    k1s = tuple(sorted(k for k in set(_sizes(sh.k, fk, 128 * fk)) |
+    k0s = tile_sizes(sh.k, fk, 16 * fk)
+    k1s = tuple(sorted(k for k in set(tile_sizes(sh.k, fk, 128 * fk)) |
                        {round_up(sh.k, k0) for k0 in k0s if round_up(sh.k, k0) <= 128 * fk}
                        if k % uk == 0))
     depths = tuple(range(1, MAX_DEPTH + 1))
     chain = epilogue_chain(wl)
-    cores = tuple(sorted({c for c in CORE_GRID if c <= target.cube_cores}
-                         | {target.cube_cores}))
     layouts = layout_choices(wl)
+    nz = {knob: (f"an operand stored in layout NZ is read in column blocks of {c0} {dtype} "
+                 f"elements, so {knob} is a multiple of {c0}")
+          for knob, (c0, dtype) in nz_blocks(wl).items()}
     axes = [
-        Axis("a_layout", layouts["a_layout"], "how A lies in GM (NZ: 32-byte column blocks)"),
-        Axis("b_layout", layouts["b_layout"], "how B lies in GM (NZ: 32-byte column blocks)"),
-        Axis("m1", _sizes(sh.m, um, 512), "output block rows (held in the accumulator)"),
-        Axis("n1", _sizes(sh.n, un, 512), "output block columns"),
+        Axis("a_layout", layouts["a_layout"], "how A lies in GM (NZ: 32-byte column blocks)",
+             layout_note(wl, "a_layout")),
+        Axis("b_layout", layouts["b_layout"], "how B lies in GM (NZ: 32-byte column blocks)",
+             layout_note(wl, "b_layout")),
+        Axis("m1", tile_sizes(sh.m, um, 512), "output block rows (held in the accumulator)",
+             nz.get("m1", "")),
+        Axis("n1", tile_sizes(sh.n, un, 512), "output block columns", nz.get("n1", "")),
         Axis("l0c_depth", depths, "accumulator buffers (2+: drain overlaps compute)"),
         Axis("m0_parts", PARTS, "sub-blocks along m1 (one MMAD each: m0 = m1 / parts)"),
         Axis("n0_parts", PARTS, "sub-blocks along n1 (one MMAD each: n0 = n1 / parts)"),
         Axis("k0", k0s, "K per MMAD (one L0A/L0B tile)"),
         Axis("l0_depth", depths, "L0A/L0B buffers"),
-        Axis("k1", k1s, "K per L1 load of A and B"),
+        Axis("k1", k1s, "K per L1 load of A and B", nz.get("k1", "")),
         Axis("l1_depth", depths, "L1 buffers of A and B"),
-        Axis("ub_depth", depths if chain is not None else (2,), "UB buffers of the epilogue"),
+        Axis("ub_depth", depths if chain is not None else (2,), "UB buffers of the epilogue",
+             "" if chain is not None else "there is no epilogue in UB"),
         Axis("split_k", tuple(p for p in SPLITS if p <= math.ceil(sh.k / fk))
              if chain is None else (1,), "K parts (partial sums added atomically in GM), so "
-                                         "more cores can share few output blocks"),
-        Axis("cores", cores, "cube cores sharing the output blocks (times K parts)"),
+                                         "more cores can share few output blocks",
+             "" if chain is None else "the partial sums add in GM, so the matmul cannot "
+                                      "have a fused epilogue; use split_k=1"),
+        Axis("cores", core_choices(target.cube_cores),
+             "cube cores sharing the output blocks (times K parts)"),
         Axis("block_order", ("mn", "nm"), "block walk: n fastest (mn) or m fastest (nm)"),
         Axis("epilogue", ("VEC", "FIX") if fix_epilogue(wl) else ("VEC",),
-             "where the elementwise tail runs: vector unit via UB, or FIX while draining"),
+             "where the elementwise tail runs: vector unit via UB, or FIX while draining",
+             "" if fix_epilogue(wl) else "FIX can only apply a ReLU chain with no other "
+                                         "inputs; use 'VEC'"),
         Axis("l0_order", ("mn", "nm"), "sub-block walk in L0: n fastest (an L0A tile "
                                        "serves a row) or m fastest (an L0B tile a column)"),
         Axis("swizzle", (1, 2, 4, 8), "rows (columns) of blocks walked together, for L2 "
@@ -461,7 +367,7 @@ def space(wl: Workload, target: Target) -> Space:
         return sub_block_problems(k, fm, fn)
 
     def core_count(k: dict[str, Any]) -> list[str]:
-        units = num_blocks(wl, Schedule(m1=k["m1"], n1=k["n1"], split_k=k["split_k"]))
+        units = num_blocks(wl, k)
         return [] if k["cores"] <= units else [
             f"cores={k['cores']} exceeds the {units} work units of {k['m1']}x{k['n1']} "
             f"blocks x split_k={k['split_k']}"]
@@ -469,13 +375,14 @@ def space(wl: Workload, target: Target) -> Space:
     def split(k: dict[str, Any]) -> list[str]:
         return split_problems(wl, k["k1"], k["split_k"])
 
-    constraints = memory_constraints(target, isz, acc_isz, chain, sub_blocks=True,
-                                     epilogue_axis=True)
-    constraints += [Constraint(("m1", "n1", "m0_parts", "n0_parts"), sub_blocks),
+    names = [a.name for a in axes]
+    constraints = memory_constraints(target, memory_uses(wl, target), names)
+    constraints += [k_multiple(),
+                    Constraint(("m1", "n1", "m0_parts", "n0_parts"), sub_blocks),
                     Constraint(("a_layout", "b_layout"), lambda k: layout_problems(wl, k)),
                     Constraint(("a_layout", "b_layout", "m1", "n1", "k1"),
                                lambda k: nz_problems(wl, k)),
                     Constraint(("k1", "split_k"), split),
                     Constraint(("m1", "n1", "split_k", "cores"), core_count)]
-    constraints += shared_memory_constraint(wl, target, axes, footprints)
-    return Space(wl, target, axes, constraints, lambda: default(wl, target))
+    built = Space(wl, target, axes, constraints, lambda: default(wl, target, built))
+    return built

@@ -2,10 +2,12 @@
 
 A space is a list of named axes, each with finite ordered choices, and exact
 constraints (buffer capacity counting buffer depth, alignment, divisibility) that every
-point must meet. ``sample`` and ``neighbors`` only return valid points; ``validate``
-names the axis and the limit of every violation. Axes are ordered so that later axes
-depend on earlier ones: sampling picks axis by axis among the choices still feasible
-given the axes already picked (checks that need later axes wait for them).
+point must meet: they are the one definition of a valid schedule (lowering refuses
+what ``validate`` rejects, with the same messages). ``sample`` and ``neighbors`` only
+return valid points; ``validate`` names the axis and the limit of every violation.
+Axes are ordered so that later axes depend on earlier ones: sampling picks axis by axis
+among the choices still feasible given the axes already picked (checks that need later
+axes wait for them).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from pypto.errors import ScheduleError
 from pypto.schedule_space.schedule import Schedule
 
 Check = Callable[[dict[str, Any]], list[str]]
@@ -28,11 +29,13 @@ EXACT_LIMIT = 200_000  # enumerate spaces up to this many raw points; estimate a
 
 @dataclass(frozen=True)
 class Axis:
-    """One knob: its name, its choices in order, and what it means."""
+    """One knob: its name, its choices in order, what it means, and (``note``) why the
+    choices are limited, when a value outside them needs saying why."""
 
     name: str
     choices: tuple[Any, ...]
     doc: str = ""
+    note: str = ""
 
     def index(self, value: Any) -> int:
         for i, c in enumerate(self.choices):
@@ -67,6 +70,7 @@ class Space:
         self.axes = {a.name: a for a in axes}
         self.constraints = list(constraints)
         self._default = default
+        self._default_point: Schedule | None = None
         self._ready: dict[int, list[Constraint]] = {}
         order = [a.name for a in axes]
         for c in self.constraints:
@@ -96,12 +100,17 @@ class Space:
                 out.append(f"missing knob {name!r} (choices: {list(axis.choices)})")
             elif not any(c == knobs[name] and type(c) is type(knobs[name]) for c in axis.choices):
                 out.append(f"{name}={knobs[name]!r} is not one of its choices "
-                           f"{_short(axis.choices)}")
+                           f"{_short(axis.choices)}" + (f": {axis.note}" if axis.note else ""))
         extra = sorted(set(knobs) - set(self.axes))
         if extra:
             out.append(f"unknown knob(s) {extra}; this space has {list(self.axes)}")
-        if out:
-            return out
+        return out or self.check(knobs)
+
+    def check(self, knobs: Any) -> list[str]:
+        """The constraints' violations of ``knobs`` (every axis present), without asking
+        that each value be one of its axis's choices: for heuristics that step between
+        grid points (the defaults' shrinking)."""
+        out: list[str] = []
         for c in self.constraints:
             out += c.check(knobs)
         return out
@@ -139,7 +148,10 @@ class Space:
 
     # -- points -------------------------------------------------------------------------
     def default(self) -> Schedule:
-        return self._default()
+        """The family's default heuristic point (computed once)."""
+        if self._default_point is None:
+            self._default_point = self._default()
+        return self._default_point
 
     def sample(self, rng: random.Random | np.random.Generator | int | None = None) -> Schedule:
         """A uniformly chosen feasible choice per axis, in axis order (always valid)."""
@@ -225,13 +237,6 @@ class Space:
         for a in self.axes.values():
             lines.append(f"  {a.name:<10} {_short(a.choices):<40} {a.doc}")
         return "\n".join(lines)
-
-    def require_valid(self, schedule: Any) -> Schedule:
-        problems = self.validate(schedule)
-        if problems:
-            raise ScheduleError(f"invalid schedule for {self.workload.describe()}: "
-                                + "; ".join(problems))
-        return schedule if isinstance(schedule, Schedule) else Schedule(schedule)
 
 
 def _short(choices: Sequence[Any]) -> str:
