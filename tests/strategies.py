@@ -62,12 +62,15 @@ def run_both(fn, *args, schedules=None, target=None):  # type: ignore[no-untyped
 
 
 def check_programs(compiled) -> None:  # type: ignore[no-untyped-def]
-    """Every generated program is race-free and survives print -> parse -> print."""
+    """Every generated program is race-free (on chip between the pipes of a core, and in
+    GM between cores unless a SYNC_ALL orders them and between the pipes of a core) and
+    survives print -> parse -> print."""
     from pypto.codegen.asm import parse
     from pypto.sim.races import find_races
 
     for program in compiled.programs:
-        assert find_races(program) == [], find_races(program)
+        races = find_races(program)
+        assert races == [], races
         text = program.asm()
         again = parse(text)
         assert again == program

@@ -1,6 +1,14 @@
-"""Hazards in a timed trace: two instructions on different pipes of one core touching
-overlapping on-chip bytes, at least one writing, where the earlier (in program order)
-has not completed when the later starts. Codegen must produce none."""
+"""Hazards in a timed trace: two instructions touching overlapping bytes, at least one
+writing, that run at the same time. On chip: two pipes of one core, where the earlier
+(in program order) has not completed when the later starts. In GM the same for two
+pipes of one core, and two cores whose accesses to a common element (not both atomic
+adds) overlap in time. Codegen must produce none.
+
+The timed check sees only the timing it is given: a plain write on one core and an
+atomic add on another that happen not to overlap still race, since their order is left
+to chance (split-K's clearing of the output before the adds is the case); the
+happens-before check (``races.find_races``) reports those, for every timing.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +19,7 @@ import numpy as np
 from pypto.codegen.isa import Pipe
 from pypto.codegen.program import Program
 from pypto.codegen.sync import accesses
+from pypto.sim.gm_conflicts import conflicting_pairs, describe_pair, gm_accesses
 
 
 def find_hazards(program: Program, trace: np.ndarray, limit: int = 20) -> list[str]:
@@ -43,4 +52,28 @@ def find_hazards(program: Program, trace: np.ndarray, limit: int = 20) -> list[s
             for mem, lo, hi, write in acc:
                 entry = regions[mem].setdefault((lo, hi), {}).setdefault(pipe, [None, None])
                 entry[0 if write else 1] = (i, end)
+    return out + _gm_hazards(program, trace, limit - len(out))
+
+
+def _gm_hazards(program: Program, trace: np.ndarray, limit: int) -> list[str]:
+    acc = gm_accesses(program)
+    pairs = conflicting_pairs(acc, by_epoch=False)
+    if not len(pairs) or limit <= 0:
+        return []
+    # the trace row of each access: rows sorted by (core, index), then offset per core
+    order = np.lexsort((trace["index"], trace["core"]))
+    rows = trace[order]
+    first_row = np.searchsorted(rows["core"], np.arange(len(program.cores)))
+    at = first_row[acc["core"]] + acc["index"]
+    start, end = rows["start"][at], rows["end"][at]
+    i, j = pairs.first, pairs.second
+    same_core = acc["core"][i] == acc["core"][j]
+    # one core: the earlier (i) still runs when j starts; two cores: they overlap at all
+    clash = np.where(same_core, end[i] > start[j], (start[i] < end[j]) & (start[j] < end[i]))
+    out = []
+    for p in np.flatnonzero(clash)[:limit]:
+        a, b = int(i[p]), int(j[p])
+        out.append(f"GM hazard: cycles [{int(start[a])}, {int(end[a])}) and "
+                   f"[{int(start[b])}, {int(end[b])}) overlap: "
+                   f"{describe_pair(program, acc, pairs, int(p))}")
     return out
