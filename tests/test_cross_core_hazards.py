@@ -38,6 +38,10 @@ PAIR = re.compile(rf"{ACCESS}, and {ACCESS}, both touch (\w+) bytes \[0x([0-9a-f
                   r"0x([0-9a-f]+)\)")
 
 
+def _symbol(program, name: str) -> int:  # type: ignore[no-untyped-def]
+    return [s.name for s in program.symbols].index(name)
+
+
 def _lower(m: int, n: int, k: int, target: Target = TARGET, **knobs: int) -> Compiled:
     compiled = pypto.kernel(pypto.matmul).lower(pypto.spec((m, k), "float16"),
                                                 pypto.spec((k, n), "float16"), target=target)
@@ -77,7 +81,7 @@ def _check_report(program: Program, report: str) -> tuple[int, int]:
     """The report names two accesses whose element sets both hold the bytes it names;
     returns their cores."""
     first, second, tensor, lo, hi = _parse(report)
-    itemsize = program.symbols[program.symbol_index(tensor)].dtype.itemsize
+    itemsize = program.symbols[_symbol(program, tensor)].dtype.itemsize
     assert lo < hi and lo % itemsize == 0 and hi % itemsize == 0
     named = set(range(lo // itemsize, hi // itemsize))
     for core, pipe, index, _ in (first, second):
@@ -137,7 +141,7 @@ def test_atomic_adds_need_no_order_among_themselves_but_do_with_plain_accesses()
             if meet and len(cores):
                 b.emit(Op.SYNC_ALL)
             gm = Operand(Mem.GM, 0, 16, 64, 64, gm=1)
-            ub = Operand(Mem.UB, 0, 16, 64, 64)
+            ub = Operand(Mem.VECTOR, 0, 16, 64, 64)
             if kind == "read":
                 b.emit(Op.COPY, ub, gm, dtype=float16)
             else:
@@ -203,7 +207,7 @@ def test_two_cores_reading_one_input_do_not_race():
     compiled = _lower(512, 128, 256, m1=128, n1=128, cores=4, split_k=1)
     program = compiled.programs[0]
     acc = gm_accesses(program)
-    b_reads = acc[(acc["sym"] == program.symbol_index("b")) & (acc["kind"] == READ)]
+    b_reads = acc[(acc["sym"] == _symbol(program, "b")) & (acc["kind"] == READ)]
     assert set(b_reads["core"].tolist()) == {0, 1, 2, 3}
     assert (b_reads["lo"] == b_reads["lo"][0]).sum() >= 4  # the same bytes, on every core
     assert find_races(program) == []
@@ -217,14 +221,14 @@ def test_two_cores_reading_one_input_do_not_race():
 def test_one_core_writing_then_reading_gm(order):
     """MTE3 writes GM, MTE2 reads it back: the flags (or a barrier) must order them."""
     b = StreamBuilder()
-    b.emit(Op.COPY, Operand(Mem.GM, 0, 16, 64, 64, gm=1), Operand(Mem.UB, 0, 16, 64, 64),
+    b.emit(Op.COPY, Operand(Mem.GM, 0, 16, 64, 64, gm=1), Operand(Mem.VECTOR, 0, 16, 64, 64),
            dtype=float16)
     if order == "flag":
         b.emit(Op.SET_FLAG, pipe=Pipe.MTE3, pipe2=Pipe.MTE2, event=0)
         b.emit(Op.WAIT_FLAG, pipe=Pipe.MTE2, pipe2=Pipe.MTE3, event=0)
     elif order == "barrier":
         b.emit(Op.BARRIER)
-    b.emit(Op.COPY, Operand(Mem.UB, 0x8000, 8, 64, 64), Operand(Mem.GM, 512, 8, 64, 64, gm=1),
+    b.emit(Op.COPY, Operand(Mem.VECTOR, 0x8000, 8, 64, 64), Operand(Mem.GM, 512, 8, 64, 64, gm=1),
            dtype=float16)
     program = Program("p", "ascend910b", SYMBOLS, (b.array(),))
     races = find_races(program)
@@ -251,7 +255,7 @@ def test_timed_check_sees_two_cores_writing_at_once():
             if meet and i == 1:
                 b.emit(Op.SYNC_ALL)
             b.emit(Op.COPY, Operand(Mem.GM, 64 * i, 32, 64, 64, gm=1),
-                   Operand(Mem.UB, 0, 32, 64, 64), dtype=float16)
+                   Operand(Mem.VECTOR, 0, 32, 64, 64), dtype=float16)
             if meet and i == 0:
                 b.emit(Op.SYNC_ALL)
         return Program("p", "ascend910b", SYMBOLS, tuple(b.array() for b in cores))
@@ -311,7 +315,7 @@ def gm_programs(draw: st.DrawFn) -> Program:
             gm = Operand(Mem.GM, draw(st.integers(0, 80)), rows, cols,
                          draw(st.integers(-12, 12)), draw(st.integers(-4, 4)),
                          gm=draw(st.integers(0, 1)))
-            ub = Operand(Mem.UB, 0, rows, cols, cols)
+            ub = Operand(Mem.VECTOR, 0, rows, cols, cols)
             kind = draw(st.sampled_from(["read", "write", "add"]))
             if kind == "read":
                 b.emit(Op.COPY, ub, gm, dtype=float16)

@@ -143,13 +143,16 @@ def _format_tensor(symbol: Symbol, names: set[str]) -> str:
 
 
 def print_instruction(row: Sequence | np.void, symbols: Sequence[Symbol],
-                      target: Target | None = None) -> str:
+                      target: Target | str | None = None) -> str:
     """One instruction (a tuple in ``INSTR`` field order, or a record) as text.
 
-    ``symbols`` names the GM tensors, ``target`` the memories (without one: by role).
+    ``symbols`` names the GM tensors, ``target`` the memories: a ``Target``, the name of
+    a program's target (a packaged one prints its own names), or None (by role).
     Raises ``AsmError`` if a field the text does not carry differs from what
     ``parse_instruction`` would derive for it.
     """
+    if isinstance(target, str):
+        return _print_instruction(row, symbols, _memories(target, None))
     return _print_instruction(row, symbols, isa_view() if target is None else memory_map(target))
 
 

@@ -30,7 +30,7 @@ every core cost nothing. Example:
     >>> cores = [StreamBuilder(), StreamBuilder()]
     >>> for core, b in enumerate(cores):  # each core writes 16 rows; both write row 15
     ...     _ = b.emit(Op.COPY, Operand(Mem.GM, core * 15 * 64, 16, 64, 64, gm=0),
-    ...                Operand(Mem.UB, 0, 16, 64, 64), dtype=float16)
+    ...                Operand(Mem.VECTOR, 0, 16, 64, 64), dtype=float16)
     >>> program = Program("p", "ascend910b", (Symbol("y", float16, (64, 64), "out"),),
     ...                   tuple(b.array() for b in cores))
     >>> acc = gm_accesses(program)
@@ -265,7 +265,8 @@ def describe_access(program: Program, acc: np.ndarray, i: int) -> str:
 
     core, index = int(acc["core"][i]), int(acc["index"][i])
     try:
-        text = print_instruction(program.cores[core][index], program.symbols).strip()
+        text = print_instruction(program.cores[core][index], program.symbols,
+                                 program.target).strip()
     except Exception:  # noqa: BLE001 - the report matters more than the listing
         text = "unprintable"
     return f"core {core} {Pipe(int(acc['pipe'][i])).name} instruction {index} ({text})"
