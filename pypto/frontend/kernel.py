@@ -102,7 +102,7 @@ class Kernel:
         outputs, structure = _flatten_outputs(self.name, result)
         for t in outputs:
             if t._graph is not graph:
-                from pypto.frontend.ops import _node_id
+                from pypto.frontend.ops.trace import _node_id
 
                 if t.is_symbolic:
                     raise KernelError(f"{self.name}: returned a tensor from another trace")
@@ -134,7 +134,7 @@ class Kernel:
         return compiled
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from pypto.frontend.ops import _symbolic_graph
+        from pypto.frontend.ops.trace import _symbolic_graph
 
         if kwargs:
             raise KernelError(f"{self.name}: pass tensors positionally; keyword arguments "
