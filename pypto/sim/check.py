@@ -1,9 +1,11 @@
 """Static checks of a program before timing it: every operand has a shape, every GM
-access stays inside its tensor, every on-chip access inside its memory (capacity and
-alignment), only copies into GM are atomic, and every core executes equally many
-``SYNC_ALL`` instructions. The compiled engine clears a good program in one pass over
-its records; otherwise NumPy, vectorized over each core's arrays, finds the first
-problem: a ``SimError`` naming the core, the instruction and what to fix."""
+operand has its tensor's dtype (bounds are in elements, so a wider dtype would reach
+past the tensor's bytes), every GM access stays inside its tensor, every on-chip access
+inside its memory (capacity and alignment), only copies into GM are atomic, and every
+core executes equally many ``SYNC_ALL`` instructions. The compiled engine clears a good
+program in one pass over its records; otherwise NumPy, vectorized over each core's
+arrays, finds the first problem: a ``SimError`` naming the core, the instruction and
+what to fix."""
 
 from __future__ import annotations
 
@@ -50,6 +52,7 @@ def check_program(program: Program, target: Target) -> None:
     program in one pass; NumPy then finds what is wrong with a bad one."""
     capacity, alignment = _memories(target)
     sizes = np.array([s.size for s in program.symbols] or [0], dtype=np.int64)
+    check_gm_dtypes(program, target)
     if _passes_compiled_check(program, capacity, alignment, sizes):
         return
     _check_with_numpy(program, target, capacity, alignment, sizes)
@@ -118,6 +121,31 @@ def _passes_compiled_check(program: Program, capacity: np.ndarray, alignment: np
     cores = [np.ascontiguousarray(stream) for stream in program.cores]
     return bool(engine.check(cores, capacity, alignment, sizes, len(program.symbols),
                              _ITEMSIZE, _STRICT))
+
+
+def check_gm_dtypes(program: Program, target: Target) -> None:
+    """Every GM operand's element type is its tensor's: GM bounds count elements, so a
+    ``COPY.F32`` of an ``int8`` tensor would move four times the tensor's bytes."""
+    codes = np.array([s.dtype.code for s in program.symbols] or [-1], dtype=np.int64)
+    for core, stream in enumerate(program.cores):
+        if not len(stream):
+            continue
+        sym = np.clip(stream["gm"].astype(np.int64), 0, len(codes) - 1)
+        for prefix in OPERANDS:
+            gm = stream[f"{prefix}_mem"] == Mem.GM
+            if not gm.any():
+                continue
+            code = (stream["dtype"] if prefix == "d" else stream["sdtype"]).astype(np.int64)
+            bad = gm & (code != codes[sym])
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                tensor = program.symbols[int(sym[i])]
+                given = BY_CODE.get(int(code[i]))
+                _fail_if(program, target, core, bad,
+                         f"operand {prefix} reads GM tensor {tensor.name} as "
+                         f"{given.name if given else f'dtype code {int(code[i])}'}, but "
+                         f"{tensor.name} is {tensor.dtype.name}: give the instruction "
+                         f"the tensor's dtype (a conversion happens on chip)")
 
 
 def check_sync_all(program: Program) -> None:

@@ -88,6 +88,10 @@ class _Core:
             raise self.fail(f"operand {prefix} has an empty shape {rows}x{cols}")
         if mem == Mem.GM:
             arr = self.gm[r[_F["gm"]]]
+            if arr.dtype != dt:  # bounds below count elements: a wider view would overrun
+                sym = self.program.symbols[r[_F["gm"]]]
+                raise self.fail(f"operand {prefix} accesses GM tensor {sym.name} "
+                                f"({sym.dtype.name}) as {dt}")
             lo = addr + min(0, (rows - 1) * rs) + min(0, (cols - 1) * cs)
             hi = addr + max(0, (rows - 1) * rs) + max(0, (cols - 1) * cs)
             if lo < 0 or hi >= arr.size:

@@ -180,6 +180,10 @@ def simulate(program: Program, target: Target, bound_cycles: int,
         SimError: a ``WAIT_FLAG`` whose ``SET_FLAG`` is not issued before it (deadlock);
             with ``check``, what check_program raises.
     """
+    if check:  # what the engine's own pass does not check
+        from pypto.sim.check import check_gm_dtypes
+
+        check_gm_dtypes(program, target)
     prepared = _prepare(program)
     if not prepared.fits or not _supported(target):
         if check:
