@@ -19,11 +19,29 @@ from pypto.codegen.isa import F_ACCUMULATE, F_TRANSPOSE, Op
 from pypto.codegen.place import Arenas, Slots
 from pypto.codegen.program import Operand, StreamBuilder
 from pypto.codegen.vector_chain import ChainEmitter, Tile
+from pypto.errors import UnsupportedError
 from pypto.ir.workload import Workload
 from pypto.schedule_space.chain import Chain
 from pypto.targets import Target
 
 T = TypeVar("T")
+
+#: The most instructions lowering builds for one program (about 3 GB while it is built);
+#: the largest packaged-target GEMMs people run (8192^3 fp16) take about 2.5 million.
+MAX_INSTRUCTIONS = 2**25
+
+
+def check_cube_work(wl: Workload, s: Any, blocks: int, k_chunks: int) -> None:
+    """Refuse, before anything is built, a schedule whose K loop would emit more than
+    ``MAX_INSTRUCTIONS``: ``blocks`` output blocks of ``k_chunks`` K chunks each, at
+    least three instructions a chunk (its two loads and an MMAD)."""
+    estimate = 3 * blocks * k_chunks
+    if estimate > MAX_INSTRUCTIONS:
+        raise UnsupportedError(
+            f"{wl.describe()}: schedule m1={s['m1']}, n1={s['n1']}, "
+            f"k1={s['k1']} makes {blocks:,} blocks of {k_chunks:,} K chunks, over "
+            f"{estimate:,} instructions (at most {MAX_INSTRUCTIONS:,}): give larger m1, n1 "
+            "and k1 tiles, or split the work into smaller kernels")
 
 
 def software_pipeline(sb: StreamBuilder, chunks: Sequence[T], l1_depth: int,

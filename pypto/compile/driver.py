@@ -6,6 +6,7 @@ fallback chain (``pypto.compile.resolver``: tuned, nearest, model, default).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,7 @@ from pypto.compile.compiled import (
     as_schedule,
     lower_step,
 )
-from pypto.errors import ScheduleError
+from pypto.errors import ScheduleError, ShapeError
 from pypto.ir.partition import partition
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ def compile_graph(graph: Graph, structure: Any, target: Target, *, kernel_name: 
     from pypto.schedule_space import complete
 
     options = options or CompileOptions()
+    check_fits_gm(graph, target)
     plan = partition(graph, options.fuse)
     explicit = explicit_schedules(options.schedule, len(plan.steps), kernel_name)
     schedules, sources = [], []
@@ -48,6 +50,28 @@ def compile_graph(graph: Graph, structure: Any, target: Target, *, kernel_name: 
                 for i, s in enumerate(schedules)]
     return Compiled(kernel_name, graph, structure, target, plan, schedules, sources, programs,
                     options=options, io=io)
+
+
+def check_fits_gm(graph: Graph, target: Target) -> None:
+    """Refuse, before anything is built, a kernel whose tensors do not fit the target's
+    global memory: each tensor alone, and the arguments and results together."""
+    gm = target.role("global")
+    sizes = {node.id: math.prod(node.shape) * node.dtype.itemsize for node in graph.nodes}
+    for node in graph.nodes:
+        if sizes[node.id] > gm.capacity:
+            raise ShapeError(f"a {node.op} result of shape {list(node.shape)} "
+                             f"({node.dtype.name}) takes {_gib(sizes[node.id])}, more than "
+                             f"{target.name}'s {gm.name} of {_gib(gm.capacity)}: split the "
+                             "work into smaller kernels")
+    io = sum(sizes[i] for i in {*graph.inputs, *graph.outputs})
+    if io > gm.capacity:
+        raise ShapeError(f"the kernel's arguments and results take {_gib(io)} together, more "
+                         f"than {target.name}'s {gm.name} of {_gib(gm.capacity)}: split the "
+                         "work into smaller kernels")
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.3g} GiB"
 
 
 def explicit_schedules(schedule: Any, count: int, name: str) -> list[Any]:

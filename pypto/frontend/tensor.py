@@ -211,6 +211,10 @@ def tensor(data: Any, dtype: Any = None, layout: str | None = None) -> Tensor:
     return Tensor(arr.shape, dt, check_layout(layout, arr.ndim), data=arr)
 
 
+# Element counts (and their byte offsets) must fit in int64 everywhere downstream.
+MAX_ELEMENTS = 2**48
+
+
 def _as_int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(value)
@@ -226,6 +230,9 @@ def _shape_arg(shape: Any) -> tuple[int, ...]:
         raise ShapeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
     if any(s < 0 for s in out):
         raise ShapeError(f"shape {list(out)} has a negative size")
+    if math.prod(out) >= MAX_ELEMENTS or any(s >= MAX_ELEMENTS for s in out):
+        raise ShapeError(f"shape {list(out)} has {math.prod(out):.3g} elements, more than "
+                         f"any memory holds (at most {MAX_ELEMENTS:.3g}): check the shape")
     return out
 
 
