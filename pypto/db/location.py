@@ -13,7 +13,9 @@ DEFAULT_DIR = Path("tuning_logs")
 DEFAULT_FILE = DEFAULT_DIR / "pypto.db"
 
 _SQLITE = re.compile(r"^sqlite(\+\w+)?://(/?)([^?]*)(\?.*)?$")
-_PASSWORD = re.compile(r"^([\w+.-]+://[^:/@]*):[^@]*@")
+_URL_IN_TEXT = re.compile(r"[A-Za-z][\w+.-]*://\S+")
+#: Query parameters that carry a password (libpq's and the drivers' names).
+SECRET_QUERY_KEYS = frozenset({"password", "passwd", "pwd", "sslpassword"})
 _defaults: dict[str, str] = {}
 _resolved: dict[tuple[str, str], str] = {}
 
@@ -74,4 +76,34 @@ def display_url(url: str) -> str:
             return str(path.relative_to(Path.cwd()))
         except ValueError:
             return str(path)
-    return _PASSWORD.sub(r"\1:***@", url)
+    return mask_url(url)
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password replaced by ``***``: the password in the user part
+    (also one with an unescaped ``@``, which SQLAlchemy would take as part of the host)
+    and any password given as a query parameter. Whatever SQLAlchemy cannot parse keeps
+    only its scheme."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError, TypeError):
+        scheme = re.match(r"[A-Za-z][\w+.-]*://", url)
+        return f"{scheme.group(0)}***" if scheme else "***"
+    host = parsed.host or ""
+    if "@" in host:  # the password ran on to the last "@"
+        parsed = parsed.set(host=host.rsplit("@", 1)[1], password="***")
+    secrets = {key: "***" for key in parsed.query if key.lower() in SECRET_QUERY_KEYS}
+    if secrets:
+        parsed = parsed.update_query_dict(secrets)
+    return parsed.render_as_string(hide_password=True)
+
+
+def mask_urls(text: str) -> str:
+    """``text`` (a command line, an error) with every URL in it passed through
+    ``mask_url``."""
+    if "://" not in text:
+        return text
+    return _URL_IN_TEXT.sub(lambda m: mask_url(m.group(0)), text)

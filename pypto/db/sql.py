@@ -36,7 +36,7 @@ from pypto.db import claims as cl
 from pypto.db import models as m
 from pypto.db import queries as qs
 from pypto.db.engine import ADVISORY_LOCK, database_error, make_engine, schema_state
-from pypto.db.location import display_url, sqlite_path
+from pypto.db.location import display_url, mask_urls, sqlite_path
 from pypto.db.records import (
     RUN_STATUSES,
     STALE_AFTER,
@@ -74,7 +74,7 @@ class SQLStore(ScheduleStore):
         try:
             parsed = make_url(url)
         except ArgumentError:
-            raise DatabaseError(f"{url!r} is not a database URL; use e.g. "
+            raise DatabaseError(f"{self.display!r} is not a database URL; use e.g. "
                                 "sqlite:///tuning_logs/pypto.db or "
                                 "postgresql+psycopg://user@host/db") from None
         self.dialect = parsed.get_backend_name()
@@ -291,7 +291,7 @@ class SQLStore(ScheduleStore):
             tid = self._ids(conn, m.TargetRow, {target.key}).get(target.key) if target else None
             return int(conn.execute(insert(m.RunRow).returning(m.RunRow.id), {
                 "strategy": strategy, "status": "running", "trials_asked": trials_asked,
-                "trials_done": 0, "command": command, "host": host, "workload_id": wid,
+                "trials_done": 0, "command": mask_urls(command), "host": host, "workload_id": wid,
                 "target_id": tid, "started_at": datetime.now(UTC)}).scalar_one())
 
     def update_run(self, run_id: int, *, trials_done: int | None = None,
