@@ -10,7 +10,8 @@ op family on every target, each program checked against what no real chip can do
 
 Each (family, target) case runs ``EXAMPLES`` Hypothesis examples (a shape and a seed)
 of ``SCHEDULES`` random schedules and the default each: 7 families x 3 targets x
-24 x 6 = 3,024 lowered kernels, more programs (a kernel may have several) per run. ``scripts/sim_physics_soak.py`` runs the same checks on many more.
+24 x 6 = 3,024 lowered kernels a run, more programs (a kernel may have several).
+``scripts/sim_physics_soak.py`` runs the same checks on many more.
 """
 
 from __future__ import annotations
