@@ -167,6 +167,26 @@ def test_softmax_and_layernorm(data, shape, dtype, target):
                    *specs, target=target)
 
 
+@SETTINGS
+@given(st.data(), st.integers(1, 96), st.integers(1, 1300),
+       st.sampled_from(["ascend910b", "ascend310", "mlu370"]))
+def test_unaligned_row_pitches(data, rows, cols, target_name):
+    """Rows whose pitch is not a whole number of L2 lines share lines with their
+    neighbours: each missed line costs DRAM a whole line, once, in both engines (issue
+    12 item 1), under random schedules on every target."""
+    target = load_target(target_name)
+    compiled = pypto.kernel(lambda a, b: a + b).lower(
+        pypto.spec((rows, cols), "float16"), pypto.spec((rows, cols), "float16"),
+        target=target)
+    compiled = compiled.with_schedule(
+        0, data.draw(random_schedule(compiled.workloads[0], target)))
+    wl, program = compiled.workloads[0], compiled.programs[0]
+    got = check_same(program, target, workload_bound(wl, target))
+    line, tensor = target.l2_line_bytes, rows * cols * 2
+    assert got.dram_read_bytes % line == 0
+    assert got.dram_read_bytes >= 2 * -(-tensor // line) * line   # cold L2: every line
+
+
 def test_default_gemm_1024_on_both_targets():
     for target in TARGETS.values():
         compiled = pypto.kernel(lambda a, b: pypto.matmul(a, b)).lower(
