@@ -34,7 +34,9 @@ from pypto.sim.roofline import workload_bound
 from pypto.targets import Target, load_target
 
 TARGET = "ascend910b"
-GEMMS = (512, 1024, 2048, 4096, 6144)
+GEMMS = (512, 1024, 2048, 4096, 6144, 8192)
+# issue 12 item 9: cost per instruction at these sizes, within 2x of the smallest's
+SCALING = (2048, 4096, 8192)
 SOFTMAXES = ((1024, 1024), (4096, 4096), (16384, 4096))
 
 
@@ -56,12 +58,13 @@ def _softmax(shape: tuple[int, int], target: Target) -> tuple[str, Compiled]:
     return f"softmax {shape[0]}x{shape[1]} fp32", _default(compiled)
 
 
-def _median_seconds(run: Callable[[], object], repeats: int) -> float:
+def _median_seconds(run: Callable[[], object], repeats: int,
+                    clock: Callable[[], float] = time.perf_counter) -> float:
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = clock()
         run()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return statistics.median(times)
 
 
@@ -72,8 +75,12 @@ def measure(name: str, compiled: Compiled, target: Target, repeats: int,
     n = program.num_instructions
     fast.simulate(program, target, bound)  # warm up: loads the extension, builds tables
     cython_s = _median_seconds(lambda: fast.simulate(program, target, bound), repeats)
+    # CPU time of this process: on a shared machine, wall time also counts other jobs
+    cython_cpu_s = _median_seconds(lambda: fast.simulate(program, target, bound), repeats,
+                                   time.process_time)
     row = {"program": name, "instructions": n, "cores": len(program.cores),
            "cython_s": cython_s, "cython_instr_per_s": n / cython_s,
+           "cython_cpu_s": cython_cpu_s, "cython_cpu_ns_per_instr": cython_cpu_s / n * 1e9,
            "simulate_s": _median_seconds(compiled.simulate, repeats),
            "reference_s": None, "reference_instr_per_s": None, "speedup": None}
     if n <= reference_limit:
@@ -122,6 +129,12 @@ def main() -> None:
     gemm_times = {r["program"]: r["simulate_s"] for r in rows if r["program"].startswith("gemm")}
     print("compiled.simulate() of the GEMMs: " + ", ".join(
         f"{n}^3 {gemm_times[f'gemm {n}^3 fp16'] * 1e3:.2f} ms" for n in (512, 1024, 4096, 6144)))
+    per_instr = {n: next(r["cython_cpu_ns_per_instr"] for r in rows
+                         if r["program"] == f"gemm {n}^3 fp16") for n in SCALING}
+    ratio = per_instr[SCALING[-1]] / per_instr[SCALING[0]]
+    print("Cython CPU ns per instruction: "
+          + ", ".join(f"{n}^3 {per_instr[n]:.1f}" for n in SCALING)
+          + f"; {SCALING[-1]}^3 / {SCALING[0]}^3 = {ratio:.2f} (aim: <= 2)")
     slowest = min(rows, key=lambda r: r["cython_instr_per_s"])
     least = min((r for r in rows if r["speedup"] is not None), key=lambda r: r["speedup"])
     print(f"targets: >= 5 M instr/s (slowest: {slowest['program']}, "
@@ -141,6 +154,8 @@ def main() -> None:
         "rows": rows,
         "gemm_simulate_s": {str(n): gemm_times[f"gemm {n}^3 fp16"]
                             for n in (512, 1024, 4096, 6144)},
+        "cpu_ns_per_instr": {str(n): per_instr[n] for n in SCALING},
+        "scaling_ratio": ratio,
         "machine": f"{platform.machine()} {platform.processor() or ''} "
                    f"Python {platform.python_version()}".replace("  ", " "),
     }

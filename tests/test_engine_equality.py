@@ -49,7 +49,7 @@ def _stress_target() -> Target:
     data["target"]["name"] = "stress"
     data["l2"].update(bytes=16384, read_bytes_per_cycle=37.3, hit_latency=7, miss_latency=90)
     data["sync"]["queue_depth"] = 2
-    data["gm"]["chip_bytes_per_cycle"] = 11.7
+    data["gm"].update(chip_bytes_per_cycle=11.7, sustained_fraction=0.73)
     data["vector"]["bytes_per_cycle"] = 96.5
     for i, path in enumerate(data["paths"].values()):
         path.update(bytes_per_cycle=path["bytes_per_cycle"] / 3.1, row_cycles=0.37 * (i % 3),
@@ -68,7 +68,8 @@ def check_same(program: Program, target: Target, bound: int) -> SimResult:
     assert got.trace is not None and want.trace is not None and got.trace.dtype == TRACE
     assert got.same_timing(want), _difference(got, want)
     assert np.array_equal(got.trace, want.trace)
-    for name in ("cycles", "l2_hit_bytes", "gm_read_bytes", "gm_write_bytes"):
+    for name in ("cycles", "l2_hit_bytes", "gm_read_bytes", "gm_write_bytes",
+                 "dram_read_bytes", "dram_write_bytes"):
         assert type(getattr(got, name)) is int, name
     plain = fast.simulate(program, target, bound)
     assert plain.trace is None and plain.same_timing(want)
@@ -82,7 +83,8 @@ def check_same(program: Program, target: Target, bound: int) -> SimResult:
 
 def _difference(got: SimResult, want: SimResult) -> str:
     fields = ("cycles", "core_cycles", "pipe_busy", "flag_wait", "starved", "queue_stall",
-              "path_bytes", "l2_hit_bytes", "gm_read_bytes", "gm_write_bytes")
+              "path_bytes", "l2_hit_bytes", "gm_read_bytes", "gm_write_bytes",
+              "dram_read_bytes", "dram_write_bytes")
     return "; ".join(f"{f}: {getattr(got, f)} != {getattr(want, f)}" for f in fields
                      if not np.array_equal(getattr(got, f), getattr(want, f)))
 
@@ -163,6 +165,26 @@ def test_softmax_and_layernorm(data, shape, dtype, target):
              pypto.spec(shape[-1:], dtype))
     check_compiled(data, lambda a, g, b: (pypto.softmax(a, axis=axis), pypto.layernorm(a, g, b)),
                    *specs, target=target)
+
+
+@SETTINGS
+@given(st.data(), st.integers(1, 96), st.integers(1, 1300),
+       st.sampled_from(["ascend910b", "ascend310", "mlu370"]))
+def test_unaligned_row_pitches(data, rows, cols, target_name):
+    """Rows whose pitch is not a whole number of L2 lines share lines with their
+    neighbours: each missed line costs DRAM a whole line, once, in both engines (issue
+    12 item 1), under random schedules on every target."""
+    target = load_target(target_name)
+    compiled = pypto.kernel(lambda a, b: a + b).lower(
+        pypto.spec((rows, cols), "float16"), pypto.spec((rows, cols), "float16"),
+        target=target)
+    compiled = compiled.with_schedule(
+        0, data.draw(random_schedule(compiled.workloads[0], target)))
+    wl, program = compiled.workloads[0], compiled.programs[0]
+    got = check_same(program, target, workload_bound(wl, target))
+    line, tensor = target.l2_line_bytes, rows * cols * 2
+    assert got.dram_read_bytes % line == 0
+    assert got.dram_read_bytes >= 2 * -(-tensor // line) * line   # cold L2: every line
 
 
 def test_default_gemm_1024_on_both_targets():
@@ -564,10 +586,11 @@ def test_hand_computed_single_copy():
     path = target.path("GM", "UB")
     got = check_same(_program(b, symbols=SYMBOLS), target, 0)
     occupy = math.ceil(2048 / path.bytes_per_cycle)   # all misses: at the path's GM rate
-    dram = math.ceil(2048 / target.gm_bytes_per_cycle_chip)
+    dram = math.ceil(4 * target.l2_line_bytes / target.dram_bytes_per_cycle)
     end = max(occupy, dram) + path.latency + target.l2_miss_latency
     assert got.cycles == target.launch_overhead_cycles + end
     assert (got.gm_read_bytes, got.l2_hit_bytes) == (2048, 0)
+    assert (got.dram_read_bytes, got.dram_write_bytes) == (4 * target.l2_line_bytes, 0)
     assert got.trace is not None
     assert got.trace.tolist() == [(0, 0, Pipe.MTE2, Op.COPY, 0, end)]
 

@@ -53,7 +53,8 @@ def test_drain_writes_output_bytes_and_reads_accumulator_bytes(out_dtype):
     # the output type
     path = TARGET.path("L0C", "GM")
     read_cycles = math.ceil(M * N * 4 / path.bytes_per_cycle + M * path.row_cycles)
-    dram = math.ceil(written / TARGET.gm_bytes_per_cycle_chip)
+    dram = math.ceil(written / TARGET.dram_bytes_per_cycle)
+    assert r.dram_write_bytes == written
     assert r.pipe_busy[0, Pipe.FIX] == max(read_cycles, dram)
 
 

@@ -71,7 +71,7 @@ def test_two_cores_resume_together_after_the_slower_arrives(monkeypatch):
 
     path = TARGET.path("GM", "UB")
     read_end = (max(math.ceil(32768 / path.bytes_per_cycle),
-                    math.ceil(32768 / TARGET.gm_bytes_per_cycle_chip))
+                    math.ceil(32768 / TARGET.dram_bytes_per_cycle))
                 + path.latency + TARGET.l2_miss_latency)
     release = read_end + TARGET.sync_all_cycles
     assert got.trace is not None

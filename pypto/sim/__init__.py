@@ -6,4 +6,4 @@ nothing so that ``import pypto`` stays cheap.
 
 #: Version of the timing model. Records measured under another version are stale: kept,
 #: but not used for lookup until re-measured. Bump it whenever simulated cycles change.
-MODEL_VERSION = "sim-2026.12.2"
+MODEL_VERSION = "sim-2026.12.4"

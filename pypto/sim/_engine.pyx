@@ -110,7 +110,7 @@ cdef struct Sim:
     int64_t vector_overhead
     double vector_bpc
     double l2_read_bpc
-    double chip_bpc
+    double dram_bpc          # target.dram_bytes_per_cycle: nominal x sustained fraction
     int64_t line_bytes
     int64_t hit_latency
     int64_t miss_latency
@@ -152,6 +152,8 @@ cdef struct Sim:
     int64_t l2_hit_bytes
     int64_t gm_read_bytes
     int64_t gm_write_bytes
+    int64_t dram_read_bytes
+    int64_t dram_write_bytes
     int64_t* path_bytes
 
 
@@ -716,7 +718,7 @@ cdef inline void copy_cycles(Sim* s, const Instr* r, int64_t start, int64_t* fre
     cdef int pi = src * NUM_MEMS + dst
     cdef int64_t read_isz = s.itemsize[r.sdtype], write_isz = s.itemsize[r.dtype]
     cdef int64_t rows, cols, rs, cs, run, runs, read, eff, written, written_eff, min_burst
-    cdef int64_t base, gm, hits, n, isz, occupy, dram, l2_latency, done
+    cdef int64_t base, gm, hits, n, isz, occupy, dram, dram_bytes, l2_latency, done
     cdef double row_time, rate = s.path_rate[pi], hit_eff, miss_eff
     copy_shape(r, &rows, &cols, &rs, &cs)
     min_burst = s.path_min_burst[pi]
@@ -751,13 +753,16 @@ cdef inline void copy_cycles(Sim* s, const Instr* r, int64_t start, int64_t* fre
         s.gm_read_bytes += read
         s.l2_hit_bytes += read * hits / n
         occupy = <int64_t>ceil(hit_eff / s.l2_read_bpc + miss_eff / rate + row_time)
-        dram = <int64_t>ceil(miss_eff / s.chip_bpc)
+        dram_bytes = (n - hits) * s.line_bytes      # a miss fetches its whole line
+        s.dram_read_bytes += dram_bytes
         l2_latency = s.miss_latency if hits < n else s.hit_latency
     else:
         s.gm_write_bytes += written
         occupy = <int64_t>ceil(<double>eff / rate + row_time)
-        dram = <int64_t>ceil(<double>written_eff / s.chip_bpc)
+        dram_bytes = written_eff                    # the L2 merges partial lines
+        s.dram_write_bytes += dram_bytes
         l2_latency = 0
+    dram = <int64_t>ceil(<double>dram_bytes / s.dram_bpc)
     done = start + occupy
     if dram > 0:  # only DRAM traffic queues on the DRAM server
         s.server_free = imax(start, s.server_free) + dram
@@ -874,7 +879,7 @@ cdef double cost_bound(Sim* s, const Instr* r, int kind) noexcept nogil:
     cdef int64_t rows, cols, rs, cs, isz, run, runs, src, dst, gm, addr
     cdef int64_t span_r, span_c, low, high
     cdef const int64_t* f
-    cdef double x, eff, lines, slowest, far, first, extent, per_tag
+    cdef double x, eff, lines, slowest, far, first, extent, per_tag, dram_max = 0.0
     cdef int pi
     if kind == K_MMAD:
         f = s.fractal + 4 * r.sdtype
@@ -922,6 +927,9 @@ cdef double cost_bound(Sim* s, const Instr* r, int kind) noexcept nogil:
         lines = <double>rows * <double>cols * isz + 2.0 * rows + 2.0
         if eff * lines >= EXACT_LIMIT:
             return -1
+        dram_max = lines * s.line_bytes     # whole lines, each missed at most once per touch
+        if dram_max >= EXACT_LIMIT:
+            return -1
         extent = (rows * fabs(<double>rs) + cols * fabs(<double>cs) + <double>rows * cols) * isz
         far = fabs(<double>s.bases[gm]) + fabs(<double>addr) * isz + extent
         if far / s.line_bytes / s.sets + 2 >= TAG_LIMIT:
@@ -943,9 +951,9 @@ cdef double cost_bound(Sim* s, const Instr* r, int kind) noexcept nogil:
     slowest = s.path_rate[pi]
     if s.l2_read_bpc < slowest:
         slowest = s.l2_read_bpc
-    if s.chip_bpc < slowest:
-        slowest = s.chip_bpc
-    x = (2.0 * eff / slowest + rows * s.path_row_cycles[pi] + s.path_latency[pi]
+    if s.dram_bpc < slowest:
+        slowest = s.dram_bpc
+    x = (2.0 * eff / slowest + dram_max / slowest + rows * s.path_row_cycles[pi] + s.path_latency[pi]
          + s.hit_latency + s.miss_latency + 4)
     return x if x < COST_LIMIT else -1
 
@@ -1121,7 +1129,7 @@ cdef class Tables:
         s.vector_overhead = scalars[2]
         s.vector_bpc = scalars[3]
         s.l2_read_bpc = scalars[4]
-        s.chip_bpc = scalars[5]
+        s.dram_bpc = scalars[5]
         s.line_bytes = scalars[6]
         s.hit_latency = scalars[7]
         s.miss_latency = scalars[8]
@@ -1161,7 +1169,7 @@ def run(list cores, cnp.ndarray bases, Tables target, trace, cnp.ndarray sizes=N
     way.
 
     Returns ``(status, core, index, l2_hit_bytes, gm_read_bytes, gm_write_bytes,
-    longest, core_cycles, pipe_busy, flag_wait, starved, queue_stall, path_bytes)``
+    dram_read_bytes, dram_write_bytes, longest, core_cycles, pipe_busy, flag_wait, starved, queue_stall, path_bytes)``
     (``longest``: the slowest core's cycles, 0 without cores): status
     ``OK``; ``DEADLOCK`` at instruction ``index`` of ``core``; ``USE_REFERENCE`` when an
     instruction lies outside what this engine computes exactly (``index`` is its global
@@ -1211,6 +1219,7 @@ def run(list cores, cnp.ndarray bases, Tables target, trace, cnp.ndarray sizes=N
     s.bases = <const int64_t*>cnp.PyArray_DATA(bases) if cnp.PyArray_SIZE(bases) else NULL
     s.nsym = cnp.PyArray_SIZE(bases)
     s.server_free = s.l2_hit_bytes = s.gm_read_bytes = s.gm_write_bytes = 0
+    s.dram_read_bytes = s.dram_write_bytes = 0
     s.path_bytes = <int64_t*>cnp.PyArray_DATA(path_bytes_arr)
     qd = s.queue_depth
 
@@ -1418,10 +1427,11 @@ def run(list cores, cnp.ndarray bases, Tables target, trace, cnp.ndarray sizes=N
                         core_cycles[c] = t
                         longest = imax(longest, t)
         if status == S_DEADLOCK:
-            return status, c, err, 0, 0, 0, 0, None, None, None, None, None, None
+            return status, c, err, 0, 0, 0, 0, 0, 0, None, None, None, None, None, None
         if status == S_USE_REFERENCE or status == S_CHECK_FAILED:
-            return status, -1, err, 0, 0, 0, 0, None, None, None, None, None, None
-        return (S_OK, -1, -1, s.l2_hit_bytes, s.gm_read_bytes, s.gm_write_bytes, longest,
+            return status, -1, err, 0, 0, 0, 0, 0, 0, None, None, None, None, None, None
+        return (S_OK, -1, -1, s.l2_hit_bytes, s.gm_read_bytes, s.gm_write_bytes,
+                s.dram_read_bytes, s.dram_write_bytes, longest,
                 core_cycles_arr, pipe_busy_arr, flag_wait_arr, starved_arr, queue_stall_arr,
                 path_bytes_arr)
     finally:

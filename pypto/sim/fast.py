@@ -90,7 +90,7 @@ def _tables(target: Target) -> tuple[tuple[np.ndarray, ...], tuple]:
     line = target.l2_line_bytes
     scalars = (target.queue_depth, target.cube_issue_overhead, target.vector_issue_overhead,
                float(target.vector_bytes_per_cycle), float(target.l2_read_bytes_per_cycle),
-               float(target.gm_bytes_per_cycle_chip), line, target.l2_hit_latency,
+               float(target.dram_bytes_per_cycle), line, target.l2_hit_latency,
                target.l2_miss_latency, max(1, target.l2_bytes // (line * L2_WAYS)),
                target.sync_all_cycles)
     tables = (_kinds(), vector_cost, itemsize, fractal.reshape(-1), path_ok, rate, latency,
@@ -160,7 +160,7 @@ def _supported(target: Target) -> bool:
     handles its own way)."""
     paths = target.paths.values()
     rates = [target.vector_bytes_per_cycle, target.l2_read_bytes_per_cycle,
-             target.gm_bytes_per_cycle_chip, *(p.bytes_per_cycle for p in paths)]
+             target.dram_bytes_per_cycle, *(p.bytes_per_cycle for p in paths)]
     counts = [target.queue_depth, target.cube_issue_overhead, target.vector_issue_overhead,
               target.sync_all_cycles,
               target.l2_hit_latency, target.l2_miss_latency, target.l2_line_bytes,
@@ -191,8 +191,8 @@ def simulate(program: Program, target: Target, bound_cycles: int,
         return _reference(program, target, bound_cycles, trace)
     engine = _engine()
     records = np.empty(prepared.instructions, dtype=TRACE) if trace else None
-    (status, core, index, l2_hit, gm_read, gm_write, longest, core_cycles, pipe_busy,
-     flag_wait, starved, queue_stall, path_bytes) = engine.run(
+    (status, core, index, l2_hit, gm_read, gm_write, dram_read, dram_write, longest,
+     core_cycles, pipe_busy, flag_wait, starved, queue_stall, path_bytes) = engine.run(
         prepared.cores, prepared.bases, _engine_tables(target), records,
         prepared.sizes if check else None)
     if status == engine.CHECK_FAILED or (check and status == engine.USE_REFERENCE):
@@ -204,7 +204,8 @@ def simulate(program: Program, target: Target, bound_cycles: int,
     memories, copy_pipes = target_facts(target)
     return SimResult(target.name, target.clock_ghz, target.launch_overhead_cycles + longest,
                      core_cycles, pipe_busy, flag_wait, starved, queue_stall, path_bytes,
-                     l2_hit, gm_read, gm_write, bound_cycles, prepared.instructions,
+                     l2_hit, gm_read, gm_write, dram_read, dram_write, bound_cycles,
+                     prepared.instructions,
                      trace=records, memories=memories, copy_pipes=copy_pipes)
 
 

@@ -21,9 +21,19 @@ Rules (one core; all cycle counts are integers, rounded up where a rate divides)
   ``issue_overhead + ceil(bytes x op_cost / bytes_per_cycle)``.
 * **GM and L2.** GM reads look up every 512-byte line they touch in an LRU,
   16-way set-associative L2 of the target's size (cold at launch). Hits move at the L2
-  rate, misses at the path's GM rate; miss bytes (and all written bytes) also occupy a
-  chip-wide DRAM server at ``gm.chip_bytes_per_cycle``, shared first come first served
-  by all cores, so cores moving data together slow each other down.
+  rate, misses at the path's GM rate (the access's bytes split between the two in
+  proportion to its lines). DRAM works in whole lines: each missed line costs
+  ``l2.line_bytes`` of DRAM reads, however few of its bytes the access wanted, and is
+  then in L2 whole. Writes touch their lines in L2 (write-allocate) and cost DRAM the
+  bytes written (short runs counted as ``min_burst``): the L2 keeps written bytes by
+  mask and merges writes that share a line, so a partly written line costs only its
+  written bytes, once. (A later read of a part of such a line that no write covered
+  hits, as if fetched: a simplification; codegen reads a GM tensor it also writes only
+  where it wrote it, or before.) DRAM traffic occupies a chip-wide DRAM server at
+  ``target.dram_bytes_per_cycle`` (the nominal ``gm.chip_bytes_per_cycle`` times
+  ``gm.sustained_fraction``), shared first come first served by all cores, so cores
+  moving data together slow each other down. (The roofline bound uses the nominal
+  figure.)
 * **Flags.** ``SET_FLAG`` (on the source pipe) leaves its queue when reached and raises
   its flag one cycle after everything before it on that pipe has completed.
   ``WAIT_FLAG`` blocks the destination pipe until the matching ``SET_FLAG`` (the k-th
@@ -172,6 +182,8 @@ class ReferenceEngine:
         self.queue_stall = np.zeros((n, NPIPES), dtype=np.int64)
         self.path_bytes = np.zeros((NMEMS, NMEMS), dtype=np.int64)
         self.l2_hit_bytes = self.gm_read_bytes = self.gm_write_bytes = 0
+        self.dram_read_bytes = self.dram_write_bytes = 0
+        self.dram_rate = target.dram_bytes_per_cycle
         self.l2 = L2(target)
         self.server_free = 0
         self.bases = symbol_bases(program)
@@ -207,7 +219,8 @@ class ReferenceEngine:
         return SimResult(self.target.name, self.target.clock_ghz, cycles, core_cycles,
                          self.pipe_busy, self.flag_wait, self.starved, self.queue_stall,
                          self.path_bytes, self.l2_hit_bytes, self.gm_read_bytes,
-                         self.gm_write_bytes, bound_cycles, self.program.num_instructions,
+                         self.gm_write_bytes, self.dram_read_bytes, self.dram_write_bytes,
+                         bound_cycles, self.program.num_instructions,
                          trace=trace, memories=names, copy_pipes=copy_pipes)
 
     def fail(self, core: _Core, message: str) -> SimError:
@@ -364,15 +377,18 @@ class ReferenceEngine:
             self.l2_hit_bytes += real * hits // len(lines)
             occupy = math.ceil(hit_eff / self.target.l2_read_bytes_per_cycle
                                + miss_eff / path.bytes_per_cycle + row_time)
-            dram = math.ceil(miss_eff / self.target.gm_bytes_per_cycle_chip)
+            dram_bytes = misses * self.l2.line    # a miss fetches its whole line
+            self.dram_read_bytes += dram_bytes
             l2_latency = self.target.l2_miss_latency if misses else self.target.l2_hit_latency
         else:
             for line in lines:
                 self.l2.access(line)
             self.gm_write_bytes += written
             occupy = math.ceil(eff / path.bytes_per_cycle + row_time)
-            dram = math.ceil(written_eff / self.target.gm_bytes_per_cycle_chip)
+            dram_bytes = written_eff             # the L2 merges partial lines (see above)
+            self.dram_write_bytes += dram_bytes
             l2_latency = 0
+        dram = math.ceil(dram_bytes / self.dram_rate)
         free = start + occupy
         if dram > 0:  # only DRAM traffic queues on the DRAM server
             self.server_free = max(start, self.server_free) + dram

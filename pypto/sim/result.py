@@ -34,8 +34,11 @@ class SimResult:
         queue_stall: ``[core, pipe]`` cycles the scalar unit could not issue because that
             pipe's instruction queue was full.
         path_bytes: ``[src mem, dst mem]`` bytes moved by DMAs (all cores).
-        l2_hit_bytes, gm_read_bytes, gm_write_bytes: GM traffic served by L2, read from
-            and written to DRAM.
+        l2_hit_bytes, gm_read_bytes, gm_write_bytes: GM traffic: the bytes of GM reads
+            served by L2, and all bytes read from and written to GM (hits included).
+        dram_read_bytes, dram_write_bytes: what DRAM moved. Reads fetch whole L2 lines
+            (every missed line costs ``l2_line_bytes``); writes move the bytes written,
+            a contiguous run shorter than the path's ``min_burst`` counting as that.
         bound_cycles: the schedule-independent roofline bound (plus launch overhead).
         efficiency: ``bound_cycles / cycles``.
         hazards: data races found in the timed trace (empty when clean; only computed when
@@ -58,6 +61,8 @@ class SimResult:
     l2_hit_bytes: int
     gm_read_bytes: int
     gm_write_bytes: int
+    dram_read_bytes: int
+    dram_write_bytes: int
     bound_cycles: int
     instructions: int
     hazards: list[str] = field(default_factory=list)
@@ -101,8 +106,8 @@ class SimResult:
         """Equal in every field both engines compute (the engines' contract)."""
         arrays = ("core_cycles", "pipe_busy", "flag_wait", "starved", "queue_stall",
                   "path_bytes")
-        scalars = ("cycles", "l2_hit_bytes", "gm_read_bytes", "gm_write_bytes", "bound_cycles",
-                   "instructions")
+        scalars = ("cycles", "l2_hit_bytes", "gm_read_bytes", "gm_write_bytes",
+                   "dram_read_bytes", "dram_write_bytes", "bound_cycles", "instructions")
         same = all(getattr(self, s) == getattr(other, s) for s in scalars) and all(
             np.array_equal(getattr(self, a), getattr(other, a)) for a in arrays)
         if self.trace is not None and other.trace is not None:
@@ -140,6 +145,8 @@ class SimResult:
                          sum(r.l2_hit_bytes for r in results),
                          sum(r.gm_read_bytes for r in results),
                          sum(r.gm_write_bytes for r in results),
+                         sum(r.dram_read_bytes for r in results),
+                         sum(r.dram_write_bytes for r in results),
                          sum(r.bound_cycles for r in results),
                          sum(r.instructions for r in results),
                          [h for r in results for h in r.hazards],

@@ -31,17 +31,27 @@ def _bound(target: Target, cube_cycles: float, vector_cycles: float, gm_bytes: f
     return target.launch_overhead_cycles + math.ceil(max(cube_cycles, vector_cycles, memory))
 
 
+def compulsory_bytes(wl: Workload) -> tuple[int, int]:
+    """``(input bytes, output bytes)`` that any program of ``wl`` must move: each input
+    element read once (a broadcast input counts its own elements, not the broadcast
+    shape's) and each output element written once."""
+    reads = 0
+    for n in wl.nodes:
+        if n.op == "load":
+            footprint = math.prod(d for d, s in zip(n.shape, n.attr("strides")) if s != 0)
+            reads += footprint * BY_NAME[n.dtype].itemsize
+    writes = sum(math.prod(wl.nodes[o].shape) * BY_NAME[wl.nodes[o].dtype].itemsize
+                 for o in wl.outputs)
+    return reads, writes
+
+
 @functools.lru_cache(maxsize=256)
 def workload_bound(wl: Workload, target: Target) -> int:
     """The bound of ``wl`` on ``target`` in cycles (what ``efficiency`` divides).
     Workloads and targets hash by their content keys, so each pair is computed once."""
     cube = vector = 0.0
-    gm = 0
     for n in wl.nodes:
-        if n.op == "load":
-            footprint = math.prod(d for d, s in zip(n.shape, n.attr("strides")) if s != 0)
-            gm += footprint * BY_NAME[n.dtype].itemsize
-        elif n.op == "matmul":
+        if n.op == "matmul":
             a = wl.nodes[n.args[0]]
             fm, fk, fn = target.fractal(a.dtype)
             k = a.shape[-2] if n.attr("transpose_a") else a.shape[-1]
@@ -58,10 +68,8 @@ def workload_bound(wl: Workload, target: Target) -> int:
             elems = math.prod(src.shape if n.op in ("sum", "max", "min") else n.shape)
             isz = max(BY_NAME[n.dtype].itemsize, BY_NAME[src.dtype].itemsize)
             vector += elems * isz * target.vector_op_cost(_VECTOR_COST[n.op])
-    for o in wl.outputs:
-        gm += math.prod(wl.nodes[o].shape) * BY_NAME[wl.nodes[o].dtype].itemsize
     vector /= target.vector_bytes_per_cycle * target.vector_cores
-    return _bound(target, cube, vector, gm)
+    return _bound(target, cube, vector, sum(compulsory_bytes(wl)))
 
 
 def program_bound(program: Program, target: Target) -> int:

@@ -67,6 +67,7 @@ _SCALARS = (
     ("l2", "miss_latency", "l2_miss_latency", "int>=0"),
     ("l2", "line_bytes", "l2_line_bytes", "int>0"),
     ("gm", "chip_bytes_per_cycle", "gm_bytes_per_cycle_chip", "num>0"),
+    ("gm", "sustained_fraction", "gm_sustained_fraction", "num>0"),
 )
 
 
@@ -156,6 +157,7 @@ class Target:
     l2_miss_latency: int
     l2_line_bytes: int
     gm_bytes_per_cycle_chip: float
+    gm_sustained_fraction: float
     paths: Mapping[tuple[str, str], Path]
     source: str = field(default="<dict>", compare=False)
     key: str = field(init=False, compare=False)
@@ -207,6 +209,13 @@ class Target:
 
     def has_path(self, src: str, dst: str) -> bool:
         return (src, dst) in self.paths
+
+    @property
+    def dram_bytes_per_cycle(self) -> float:
+        """What DRAM sustains, chip-wide, in bytes per cycle: the nominal
+        ``gm_bytes_per_cycle_chip`` times ``gm_sustained_fraction``. The simulator's DRAM
+        server moves bytes at this rate; the roofline bound uses the nominal figure."""
+        return self.gm_bytes_per_cycle_chip * self.gm_sustained_fraction
 
     @property
     def fix_fixed_cycles(self) -> int:
@@ -429,6 +438,9 @@ def _parse(data: Mapping[str, Any], source: str) -> Target:
     values: dict[str, Any] = {"source": source}
     for section, key, attr, kind in _SCALARS:
         values[attr] = tables[section].read(key, kind)
+    if values["gm_sustained_fraction"] > 1:
+        tables["gm"].fail("gm.sustained_fraction", "is a fraction of the nominal bandwidth: "
+                          f"it must be in (0, 1], got {values['gm_sustained_fraction']!r}")
 
     memories = {name: _parse_memory(name, tables["memories"].table(name))
                 for name in tables["memories"].keys()}
