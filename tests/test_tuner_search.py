@@ -248,3 +248,17 @@ def test_the_cli_turns_transfer_off(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         r = runner.invoke(app, ["tune", str(script), "-n", "3", "--db", db, *extra])
         assert r.exit_code == 0, r.output
     assert seen == [True, False, True]
+
+
+def test_only_the_first_worker_of_a_pool_queues_the_transferred_schedules() -> None:
+    """The workers of ``--workers N`` share one study: one of them queues the transferred
+    schedules (the others would queue each again), and ``--no-transfer`` turns it off for all."""
+    from pypto.tuner.options import TuneOptions
+    from pypto.tuner.workers import Job
+
+    def flags(options: TuneOptions) -> list[bool]:
+        return [Job(k, "sqlite://", (), (), options, None, 0).worker_options().transfer
+                for k in range(3)]
+
+    assert flags(TuneOptions("tpe", 10)) == [True, False, False]
+    assert flags(TuneOptions("tpe", 10, transfer=False)) == [False, False, False]
