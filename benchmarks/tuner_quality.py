@@ -325,7 +325,8 @@ def main() -> None:
                 **{f"to_{int(lv * 100)}": trials_to(best, optimum, lv) for lv in LEVELS},
                 # (getattr: a tuner before these counts existed ran this too)
                 **{k: getattr(res, k, 0) for k in ("duplicates", "rejected", "transferred",
-                                                   "mutated", "uniform")}})
+                                                   "mutated", "uniform")},
+                "curve": best})
             print(f"  {strategy} seed {seed}: {optimum / best[-1]:.3f} of the optimum after "
                   f"{len(best)} trials ({seconds:.0f} s; {runs[-1]['mutated']} mutated, "
                   f"{runs[-1]['uniform']} uniform, {res.duplicates} duplicates)", flush=True)
