@@ -60,7 +60,7 @@ __all__ = ["TaskResult", "TuneOptions", "prior_records", "tune_task"]
 
 #: consecutive proposals that are duplicates or infeasible before a mutation of the best is
 #: queued (a duplicate queues one at once), and before the space is declared exhausted
-FORCE_RANDOM_AFTER = 20
+STUCK_AFTER = 20
 EXHAUSTED_AFTER = 2000
 #: seconds between looks at the database while the budget is held by others' trials
 WAIT_S = 0.1
@@ -316,9 +316,9 @@ class _Tuner:
 
     def _stuck(self) -> bool:
         """Whether to queue a point of the loop's own: the last proposal was a duplicate (a
-        converged sampler repeats itself), or ``FORCE_RANDOM_AFTER`` in a row were no new
+        converged sampler repeats itself), or ``STUCK_AFTER`` in a row were no new
         feasible point."""
-        return bool(self.stale) and (self.stale % FORCE_RANDOM_AFTER == 0
+        return bool(self.stale) and (self.stale % STUCK_AFTER == 0
                                      or self.last_duplicate)
 
     def _every_point_measured(self) -> bool:
