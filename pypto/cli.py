@@ -150,7 +150,11 @@ def tune(file: FileArg, kernel: KernelOpt = None, target: TargetOpt = None,
          workers: Annotated[int, typer.Option(
              "--workers", "-j", help="Worker processes on this machine tuning each workload "
                                      "together (other runs on the same --db join in too).")
-                            ] = 1) -> None:
+                            ] = 1,
+         transfer: Annotated[bool, typer.Option(
+             "--transfer/--no-transfer", help="Start each workload from the best schedules "
+                                              "of the nearest tuned shapes of its family, "
+                                              "adapted.")] = True) -> None:
     """Tune the schedules of the workloads FILE runs; results go to the database."""
     from pypto.tuner.cli import run_tune
 
@@ -165,7 +169,7 @@ def tune(file: FileArg, kernel: KernelOpt = None, target: TargetOpt = None,
     try:
         code = run_tune(file, kernels=kernel, target=target, trials=trials, strategy=strategy,
                         db=db, timeout=timeout, early_stopping=early_stopping, seed=seed,
-                        capture=_captured, workers=workers)
+                        capture=_captured, workers=workers, transfer=transfer)
     except PyptoError as exc:
         raise fail(str(exc)) from None
     if code:

@@ -261,7 +261,7 @@ def _unaccounted(res: TaskResult, trials: list[tuple[Any, ...]]) -> int:
 
 def test_a_seeded_run_through_duplicates_and_forced_points_is_the_same_twice(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Through duplicate proposals and the random points forced in after them, a seeded run
+    """Through duplicate proposals and the mutations queued after them, a seeded run
     measures the same schedules in the same order, and its study holds the same trials
     (states, values, parameters); each of them is counted once in the result."""
     runs = [_tune_relu_16("tpe", 60, f"sqlite:///{tmp_path / f'd{i}.db'}", monkeypatch)
@@ -357,14 +357,14 @@ def test_real_subprocess_exit_codes(gemm_script: Path, tmp_path: Path) -> None:
     assert bad.returncode == 1 and bad.stderr.startswith("error:") and "Traceback" not in bad.stderr
 
 
-def test_forced_random_points_use_the_strategy_encoding(tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_points_queued_by_the_loop_use_the_strategy_encoding(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import pypto
     from pypto.db import open_store
     from pypto.tuner import loop
     from pypto.tuner.tasks import extract_tasks
 
-    monkeypatch.setattr(loop, "FORCE_RANDOM_AFTER", 1)
+    monkeypatch.setattr(loop, "STUCK_AFTER", 1)
     k = pypto.kernel(lambda a, b: pypto.matmul(a, b))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -45,11 +45,12 @@ def _fmt_us(task: Any, cycles: int | None) -> str:
 def run_tune(file: Path, *, kernels: list[str] | None, target: str | None, trials: int,
              strategy: str, db: str | None, timeout: float | None,
              early_stopping: int | None, seed: int | None,
-             capture: Callable[..., list[Any]], workers: int = 1) -> int:
+             capture: Callable[..., list[Any]], workers: int = 1, transfer: bool = True) -> int:
     """The ``tune`` command; returns the exit code. Raises ``PyptoError`` for bad input.
 
     ``trials`` is the total each workload should have on the target, whoever measures it:
-    this run's ``workers`` processes, or other runs sharing the database."""
+    this run's ``workers`` processes, or other runs sharing the database. ``transfer``:
+    start each workload from the adapted best schedules of its nearest tuned shapes."""
     from rich.console import Console
     from rich.table import Table
 
@@ -91,7 +92,7 @@ def run_tune(file: Path, *, kernels: list[str] | None, target: str | None, trial
     command = " ".join(["pypto", "tune", *sys.argv[2:]]) if sys.argv[1:2] == ["tune"] else ""
     options = TuneOptions(strategy, trials, seed=seed, early_stopping=early_stopping,
                           deadline=time.perf_counter() + timeout if timeout else None,
-                          command=command, host=socket.gethostname())
+                          command=command, host=socket.gethostname(), transfer=transfer)
     pool = None
     if workers > 1:
         pool = Pool(tasks, store, options, workers=workers)
@@ -175,6 +176,11 @@ def _notes(res: Any) -> list[str]:
         notes.append(f"{res.rejected} infeasible point(s) rejected unmeasured")
     if res.duplicates:
         notes.append(f"{res.duplicates} proposal(s) measured or in flight elsewhere skipped")
+    if res.transferred:
+        notes.append(f"{res.transferred} schedule(s) transferred from tuned shapes queued")
+    if res.mutated or res.uniform:
+        notes.append(f"{res.mutated} mutation(s) of the best and {res.uniform} uniform "
+                     "point(s) queued after stuck proposals")
     if res.requeued:
         notes.append(f"{res.requeued} schedule(s) of dead workers re-queued")
     if res.errors:

@@ -8,6 +8,7 @@ so far in the worker's ``TaskResult``.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,12 @@ class Ledger:
     def records(self) -> list[Record]:
         """Every trial known here, in the order it became known."""
         return list(self._measured.values())
+
+    def best(self, k: int) -> list[Schedule]:
+        """The schedules of the ``k`` fastest ``ok`` trials known here, fastest first (ties:
+        the one known first)."""
+        ok = [r for r in self._measured.values() if r.status == "ok" and r.cycles is not None]
+        return [r.schedule for r in heapq.nsmallest(k, ok, key=lambda r: r.cycles or 0)]
 
     def record(self, schedule: Schedule, m: Measurement) -> Record:
         """This worker's trial of ``schedule``: kept, counted, committed in its turn."""

@@ -23,7 +23,12 @@ propose, tell, fail, give back, enqueue) and keeps what it learns in a ``Ledger`
 (``pypto.tuner.ledger``). One trial, in ``_Tuner``:
 
 - ``_stop_before_proposing``: the stop checks (deadline, stop request, budget, exhaustion);
-- ``_force_random_point``: after duplicate or infeasible proposals, a random new point;
+- ``_queue_transferred``: after the default, the adapted best schedules of the nearest
+  tuned shapes of the family (``pypto.tuner.transfer``), queued as the first trials;
+- ``_queue_mutation``: after a duplicate proposal, or a run of infeasible ones, an unmeasured
+  neighbour-walk mutation of one of the best so far (``pypto.tuner.mutation``; a uniform
+  sample only when none is within reach), drawn from the loop's own seeded generator so
+  the sampler's stream is untouched;
 - ``_take``: one proposal through ``_claim``, ``_measure_while_proposing``,
   ``_record_and_tell``; its ``_Step`` says what became of it;
 - ``_sync_with_peers``, then the early-stopping check.
@@ -32,8 +37,9 @@ propose, tell, fail, give back, enqueue) and keeps what it learns in a ``Ledger`
 from __future__ import annotations
 
 import enum
+import random
 import time
-from collections.abc import Callable, Container
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pypto.sim import MODEL_VERSION
@@ -43,10 +49,8 @@ from pypto.tuner.options import TuneOptions
 from pypto.tuner.result import TaskResult
 
 if TYPE_CHECKING:
-    import random
-
     from pypto.db import Claim, ClaimResult, Record, ScheduleStore, WorkerInfo
-    from pypto.schedule_space import Schedule, Space
+    from pypto.schedule_space import Schedule
     from pypto.schedule_space.space import SpaceSize
     from pypto.tuner.prefetch import Proposer
     from pypto.tuner.strategies.base import Proposal, Strategy
@@ -54,9 +58,9 @@ if TYPE_CHECKING:
 
 __all__ = ["TaskResult", "TuneOptions", "prior_records", "tune_task"]
 
-#: consecutive proposals that are duplicates or infeasible before a random valid point is
-#: forced in, and before the space is declared exhausted
-FORCE_RANDOM_AFTER = 20
+#: consecutive proposals that are duplicates or infeasible before a mutation of the best is
+#: queued (a duplicate queues one at once), and before the space is declared exhausted
+STUCK_AFTER = 20
 EXHAUSTED_AFTER = 2000
 #: seconds between looks at the database while the budget is held by others' trials
 WAIT_S = 0.1
@@ -79,16 +83,6 @@ def prior_records(store: ScheduleStore, task: Task) -> list[Record]:
     return [r for r in store.records(workload_key=task.workload.key,
                                      target_key=task.target.key, model_version=MODEL_VERSION)
             if r.status != "invalid"]
-
-
-def _unmeasured_sample(space: Space, rng: random.Random, measured: Container[str],
-                       tries: int = 200) -> Schedule | None:
-    """A uniformly sampled valid point not measured yet (None if none turned up)."""
-    for _ in range(tries):
-        s = space.sample(rng)
-        if s.key not in measured:
-            return s
-    return None
 
 
 def tune_task(task: Task, store: ScheduleStore, options: TuneOptions, *,
@@ -148,6 +142,9 @@ class _Tuner:
         self.stale = 0              # proposals in a row that were neither new nor feasible
         self.last_duplicate = False     # a converged sampler repeats itself
         self.space_size: SpaceSize | None = None     # known once the trials start
+        # the loop's own points (mutations, uniform fallbacks) come from this generator, not
+        # the sampler's, so that what the loop queues leaves the sampler's stream as it was
+        self.rng = random.Random(None if options.seed is None else f"pypto-loop-{options.seed}")
 
     # -- the run ---------------------------------------------------------------------------
     def run(self, storage: Any, *, run_id: int | None,
@@ -174,6 +171,8 @@ class _Tuner:
             with heartbeat(store, self.worker):
                 self._requeue_dead(dead_here(store, *task.key, self.worker))
                 self._measure_default(default)
+                if self.options.transfer:
+                    self._queue_transferred()
                 if on_start:
                     on_start(res)
                 self._propose_and_measure()
@@ -278,7 +277,7 @@ class _Tuner:
             if self._stop_before_proposing():
                 return
             if self._stuck():
-                self._force_random_point()
+                self._queue_mutation()
             step = self._take(proposer.next(), proposer)
             if step is _Step.BUDGET_FULL:
                 self._end_with("done")
@@ -316,21 +315,38 @@ class _Tuner:
         return False
 
     def _stuck(self) -> bool:
-        """Whether to force a random point in: the last proposal was a duplicate (a
-        converged sampler repeats itself), or ``FORCE_RANDOM_AFTER`` in a row were no new
+        """Whether to queue a point of the loop's own: the last proposal was a duplicate (a
+        converged sampler repeats itself), or ``STUCK_AFTER`` in a row were no new
         feasible point."""
-        return bool(self.stale) and (self.stale % FORCE_RANDOM_AFTER == 0
+        return bool(self.stale) and (self.stale % STUCK_AFTER == 0
                                      or self.last_duplicate)
 
     def _every_point_measured(self) -> bool:
         size = self.space_size
         return size is not None and size.exact and len(self.ledger) >= size.value
 
-    def _force_random_point(self) -> None:
-        """Queue a uniformly sampled point not measured yet as the study's next trial."""
-        fresh = _unmeasured_sample(self.task.space, self.strategy.rng, self.ledger)
-        if fresh is not None:
-            self.strategy.enqueue(fresh)
+    def _queue_transferred(self) -> None:
+        """Queue the adapted best schedules of the nearest tuned shapes (not measured here)
+        as the study's next trials, nearest first."""
+        from pypto.tuner.transfer import transferred
+
+        for schedule in transferred(self.task, self.store, self.ledger):
+            if self.strategy.enqueue(schedule):
+                self.res.transferred += 1
+
+    def _queue_mutation(self) -> None:
+        """Queue an unmeasured mutation of one of the best so far as the study's next trial
+        (a uniform valid sample if no neighbour walk finds one), counted by kind."""
+        from pypto.tuner.mutation import TOP_K, next_point
+
+        space = self.task.space
+        point = next_point(space, self.ledger.best(TOP_K) or [space.default()], self.ledger,
+                           self.rng)
+        if point is not None and self.strategy.enqueue(point.schedule):
+            if point.kind == "mutated":
+                self.res.mutated += 1
+            else:
+                self.res.uniform += 1
 
     def _take(self, proposal: Proposal, proposer: Proposer[Proposal]) -> _Step:
         """Claim, measure, record and tell one proposal; what became of it."""

@@ -29,6 +29,9 @@ class TuneOptions:
         shared: ask the study in the shared Optuna storage of the database rather than
             one in memory; ``None``: only on PostgreSQL.
         warm: add the records a study lacks to it before the first ask.
+        transfer: queue the best schedules of the nearest tuned shapes of the same family,
+            adapted to this shape (``pypto.tuner.transfer``), as the first trials after
+            the default.
 
     Example:
         >>> from dataclasses import replace
@@ -48,3 +51,4 @@ class TuneOptions:
     host: str = ""
     shared: bool | None = None
     warm: bool = True
+    transfer: bool = True

@@ -32,6 +32,9 @@ class TaskResult:
     duplicates: int = 0             # proposals measured or in flight elsewhere (not measured)
     errors: int = 0                 # measured trials that failed (error / timeout)
     requeued: int = 0               # schedules of dead workers queued again
+    transferred: int = 0            # adapted schedules of tuned neighbours queued (warm start)
+    mutated: int = 0                # neighbour walks from the best queued after a stuck proposal
+    uniform: int = 0                # uniform samples queued when no such walk found a new point
     default_cycles: int | None = None
     best_cycles: int | None = None
     best_schedule: Schedule | None = None
@@ -74,4 +77,5 @@ class TaskResult:
         """What a worker process reports to its parent (plain data)."""
         return {name: getattr(self, name) for name in (
             "trials_before", "trials_run", "rejected", "duplicates", "errors", "requeued",
-            "default_cycles", "measure_s", "lower_s", "simulate_s", "status")}
+            "transferred", "mutated", "uniform", "default_cycles", "measure_s", "lower_s",
+            "simulate_s", "status")}

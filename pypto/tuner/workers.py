@@ -50,13 +50,15 @@ class Job:
 
     def worker_options(self) -> TuneOptions:
         """The options of this worker: its own seed, the deadline on its clock, the
-        shared study (warm-started by the parent)."""
+        shared study (warm-started by the parent); the first worker alone queues the
+        transferred schedules into it (the others would queue them again)."""
         deadline = None
         if self.deadline is not None:
             deadline = time.perf_counter() + self.deadline - time.time()
         seed = None if self.options.seed is None else self.options.seed + self.index
         return dataclasses.replace(self.options, seed=seed, deadline=deadline, shared=True,
-                                   warm=False)
+                                   warm=False,
+                                   transfer=self.options.transfer and self.index == 0)
 
 
 def work(job: Job, out: Any) -> None:
@@ -190,7 +192,7 @@ class Pool:
     def _outcome(self, i: int, res: TaskResult) -> TaskResult:
         task, reports = self.tasks[i], list(self.reports.get(i, {}).values())
         for name in ("trials_run", "rejected", "duplicates", "errors", "requeued",
-                     "measure_s", "lower_s", "simulate_s"):
+                     "transferred", "mutated", "uniform", "measure_s", "lower_s", "simulate_s"):
             setattr(res, name, sum(r[name] for r in reports))
         res.default_cycles = next((r["default_cycles"] for r in reports
                                    if r["default_cycles"] is not None), None)

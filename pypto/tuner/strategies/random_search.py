@@ -1,5 +1,6 @@
 """``random``: uniform valid points from ``Space.sample`` (never infeasible), each
-enqueued into Optuna so it is an Optuna trial like any other."""
+enqueued into Optuna so it is an Optuna trial like any other; a trial queued by the loop
+(a transferred schedule, a mutation) is taken first, and no sample is drawn for it."""
 
 from __future__ import annotations
 
@@ -20,5 +21,8 @@ class Strategy(base.Strategy):
         return optuna.samplers.RandomSampler(seed=self.seed)
 
     def propose(self) -> base.Proposal:
-        self.study.enqueue_trial(dict(self.space.sample(self.rng)))
+        from optuna.trial import TrialState
+
+        if not self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            self.study.enqueue_trial(dict(self.space.sample(self.rng)))
         return super().propose()
