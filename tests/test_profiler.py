@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import pypto
-from pypto.codegen.isa import Pipe
 
 
 @pytest.fixture
@@ -48,22 +46,6 @@ def test_report_is_a_table_with_pipes_and_bubbles(profiled):
     assert "CUBE:" in text and "MTE2:" in text
     assert "waits" in text  # a bubble named by the pipe it waited for
     assert lines[-1].startswith("total: 2 call(s)")
-
-
-def test_chrome_trace_has_a_process_per_core_and_a_thread_per_pipe(profiled, tmp_path):
-    path = profiled.export_chrome_trace(tmp_path / "trace.json")
-    events = json.loads(path.read_text())["traceEvents"]
-    spans = [e for e in events if e["ph"] == "X"]
-    assert len(spans) == sum(c.result.instructions for c in profiled.calls)
-    assert all(e["dur"] > 0 and e["ts"] >= 0 for e in spans)
-    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
-             if e["ph"] == "M" and e["name"] == "thread_name"}
-    assert names[(0, int(Pipe.CUBE))] == "CUBE"
-    cores = {e["pid"] for e in spans}
-    assert cores == set(range(len(cores)))  # cores 0..n-1, each a process
-    # the second call starts after the first one ends
-    first_end = max(e["ts"] + e["dur"] for e in spans if "[0]" in e["cat"])
-    assert min(e["ts"] for e in spans if "[1]" in e["cat"]) >= first_end - 1e-6
 
 
 def test_visualize_writes_a_self_contained_page(profiled, tmp_path, monkeypatch):
