@@ -12,6 +12,9 @@ from pypto.report.tuning_data import Trial, WorkloadReport
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
           "#7f7f7f", "#bcbd22", "#17becf")
 FONT = {"size": 11}
+#: Above this many trials a workload's dots carry no schedule in their hover text (the
+#: best-so-far points and the top-10 table still do): it keeps big reports small.
+HOVER_SCHEDULES_UP_TO = 200
 
 
 def _knobs(schedule: dict) -> str:
@@ -45,6 +48,7 @@ def workload_figure(w: WorkloadReport) -> dict:
     time; parameter importance; the best schedule's pipe timeline."""
     us = 1.0 / (w.clock_ghz * 1e3)
     data: list[dict] = []
+    hover = len(w.trials) <= HOVER_SCHEDULES_UP_TO
     for n, run in enumerate(w.runs):
         color = COLORS[n % len(COLORS)]
         trials = [t for t in w.trials if t.run == run]
@@ -52,8 +56,9 @@ def workload_figure(w: WorkloadReport) -> dict:
         data.append({"type": "scatter", "mode": "markers", "name": f"{run}: trials",
                      "legendgroup": run, "x": [t.index for t in ok],
                      "y": [round(t.cycles * us, 4) for t in ok],
-                     "text": [_knobs(t.schedule) for t in ok],
-                     "hovertemplate": "trial %{x}: %{y:.3f} µs<br>%{text}<extra></extra>",
+                     **({"text": [_knobs(t.schedule) for t in ok]} if hover else {}),
+                     "hovertemplate": "trial %{x}: %{y:.3f} µs"
+                                      + ("<br>%{text}" if hover else "") + "<extra></extra>",
                      "marker": {"size": 4, "opacity": 0.45, "color": color},
                      "xaxis": "x", "yaxis": "y"})
         xs, ys = best_so_far(trials, "index")
