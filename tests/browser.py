@@ -138,7 +138,7 @@ class Page:
         end = time.monotonic() + timeout
         while not self.eval(f"!!({expression})"):
             if time.monotonic() > end:
-                raise TimeoutError(expression)
+                raise TimeoutError(f"{expression} (page errors: {self.errors})")
             time.sleep(0.05)
 
     def drain(self, seconds: float = 0.3) -> None:

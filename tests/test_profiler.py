@@ -53,9 +53,35 @@ def test_visualize_writes_a_self_contained_page(profiled, tmp_path, monkeypatch)
     path = profiled.visualize()
     assert path == Path("pypto_profile.html") and path.exists()
     page = path.read_text()
-    assert "<svg" in page and "Utilization" in page and "Bubbles" in page
-    assert "http://" not in page.replace("http://www.w3.org/2000/svg", "")
+    assert "Utilization" in page and "Bubbles" in page and "Timeline" in page
+    assert page.count("<script>") == 3 and "src=" not in page.split("</head>")[1]
+    assert "default-src 'none'" in page
     assert profiled.visualize(tmp_path / "sub" / "p.html").exists()
+
+
+def test_profile_page_size_is_bounded_by_bins_not_instructions(profiled):
+    from pypto.report.profile_html import BINS, page_data
+
+    data = page_data(profiled.calls)
+    timeline = data["groups"][0]["figures"]["timeline"]["data"]
+    rows = [t for t in timeline if t["type"] == "heatmap"]
+    assert rows and all(len(t["z"]) == 1 and len(t["z"][0]) == BINS for t in rows)
+    r = profiled.calls[0].result
+    assert len(rows) <= len(r.core_cycles) * 6 < r.instructions
+
+
+def test_profile_bubbles_name_every_cause_the_text_report_lists(profiled):
+    from pypto.report.profile_html import bubble_rows
+
+    r = profiled.calls[0].result
+    rows = bubble_rows(r)
+    waits = {(row["pipe"], row["cause"]) for row in rows}
+    for cause in r.bubbles():
+        if " waits " in cause:
+            pipe, src = cause.split(" waits ")
+            assert (pipe, f"waits {src}") in waits
+    assert sum(row["cycles"] for row in rows if row["cause"].startswith("waits")) == \
+        int(r.flag_wait.sum())
 
 
 def test_guide_profiler_snippets_run_as_written(tmp_path, monkeypatch):

@@ -111,8 +111,8 @@ def test_every_database_string_is_escaped(reports):
     page = render_report(reports)
     assert EVIL not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
-    # two scripts: Plotly's and the figures'; the figures' JSON escapes '<'
-    assert len(re.findall(r"<script>", page)) == 2
+    # three scripts: Plotly's, the figures' (JSON, which escapes '<') and the drawing
+    assert len(re.findall(r"<script>", page)) == 3
 
 
 def test_the_page_is_self_contained(reports):
