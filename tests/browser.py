@@ -33,7 +33,7 @@ def chromium_available() -> bool:
 
 
 class WebSocket:
-    def __init__(self, url: str, timeout: float = 30.0) -> None:
+    def __init__(self, url: str, timeout: float = 600.0) -> None:
         m = re.match(r"ws://([^/:]+):(\d+)(/.*)", url)
         assert m, url
         host, port, path = m.group(1), int(m.group(2)), m.group(3)

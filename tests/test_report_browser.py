@@ -4,6 +4,8 @@ it, so CI runs them."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import report_data
@@ -120,7 +122,9 @@ def test_profile_page_loads_and_renders(profile_page):
                                ".map(e => e.textContent)")
     assert {"MTE2", "CUBE"} <= set(legend)
     rows = profile_page.eval("[...document.querySelectorAll('#calls tbody tr')]"
-                             ".map(r => [r.cells[0].innerText, r.cells[1].innerText])")
-    assert [n for _, n in rows] == ["1", "2"]  # the two identical softmax calls grouped
+                             ".map(r => [...r.cells].map(c => c.innerText))")
+    assert [r[1] for r in rows] == ["1", "2"]  # the two identical softmax calls grouped
+    assert all(re.fullmatch(r"\d+% / \d+%", r[-1]) for r in rows)  # compute / copy
+    assert float(rows[1][6]) == pytest.approx(2 * float(rows[1][5]), abs=0.011)
     assert profile_page.eval("document.querySelectorAll('.js-plotly-plot svg.main-svg')"
                              ".length") >= 2

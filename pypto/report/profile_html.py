@@ -87,13 +87,14 @@ def timeline_figure(r: SimResult, title: str) -> dict:
     cores = grid.shape[0]
     launch = r.cycles - (int(r.core_cycles.max()) if cores else 0)
     width_us = (int(r.core_cycles.max()) if cores else 0) / BINS * us
-    rows = [f"core {c} {p.name}" for c in range(cores) for p in PIPES]
+    pipes = [p for p in PIPES if grid[:, p].any()]  # rows only for pipes that worked
+    rows = [f"core {c} {p.name}" for c in range(cores) for p in pipes]
     data = []
-    for p in PIPES:
+    for p in pipes:
         busy = [c for c in range(cores) if grid[c, p].any()]
         for c in busy:  # a trace per row, so that the hover names its core and pipe
-            data.append({"type": "heatmap", "name": rows[c * len(PIPES) + PIPES.index(p)],
-                         "y": [c * len(PIPES) + PIPES.index(p)],
+            data.append({"type": "heatmap", "name": rows[c * len(pipes) + pipes.index(p)],
+                         "y": [c * len(pipes) + pipes.index(p)],
                          "z": [[round(float(x), 2) if x > 0.005 else None for x in grid[c, p]]],
                          "x0": round(launch * us + width_us / 2, 5), "dx": round(width_us, 6),
                          "zmin": 0, "zmax": 1, "showscale": False, "hoverongaps": False,
@@ -187,8 +188,8 @@ def page_data(calls: Sequence[ProfiledCall]) -> dict:
             "sources": g.call.sources, "schedules": [s.to_json() for s in g.call.schedules],
             "cycles": r.cycles, "us": f"{r.time_us:.2f}",
             "total_us": f"{r.time_us * len(g.calls):.2f}",
-            "efficiency": f"{r.efficiency:.0%}", "compute": f"{compute:.0%}",
-            "copy": f"{copy:.0%}", "bubbles": bubbles,
+            "efficiency": f"{r.efficiency:.0%}", "compute_share": f"{compute:.0%}",
+            "copy_share": f"{copy:.0%}", "bubbles": bubbles,
             "figures": {"timeline": timeline_figure(r, g.label),
                         "utilization": utilization_figure(r),
                         "bubbles": bubble_figure(bubbles)}})

@@ -100,25 +100,25 @@ def workload_figure(w: WorkloadReport) -> dict:
                      "hovertemplate": "%{y} at %{x:.2f} µs: %{z:.0%} busy<extra></extra>",
                      "xaxis": "x4", "yaxis": "y4"})
     layout = {
-        "height": 560, "margin": {"l": 60, "r": 10, "t": 30, "b": 40}, "font": FONT,
+        "height": 600, "margin": {"l": 60, "r": 10, "t": 30, "b": 40}, "font": FONT,
         "legend": {"orientation": "h", "y": -0.12}, "hovermode": "closest",
         "xaxis": {"domain": [0, 0.47], "title": {"text": "trial"}, "anchor": "y"},
-        "yaxis": {"domain": [0.56, 1], "title": {"text": "µs"}, "type": "log", "anchor": "x"},
+        "yaxis": {"domain": [0.6, 1], "title": {"text": "µs"}, "type": "log", "anchor": "x"},
         "xaxis2": {"domain": [0.55, 1], "title": {"text": "seconds into the run"},
                    "anchor": "y2"},
-        "yaxis2": {"domain": [0.56, 1], "title": {"text": "best µs"}, "type": "log",
+        "yaxis2": {"domain": [0.6, 1], "title": {"text": "best µs"}, "type": "log",
                    "anchor": "x2"},
         "xaxis3": {"domain": [0.12, 0.47], "title": {"text": "share of log-time variance"},
                    "anchor": "y3", "tickformat": ".0%"},
-        "yaxis3": {"domain": [0, 0.4], "anchor": "x3", "automargin": True},
+        "yaxis3": {"domain": [0, 0.36], "anchor": "x3", "automargin": True},
         "xaxis4": {"domain": [0.55, 1], "title": {"text": "µs after launch (best schedule)"},
                    "anchor": "y4"},
-        "yaxis4": {"domain": [0, 0.4], "anchor": "x4"},
+        "yaxis4": {"domain": [0, 0.36], "anchor": "x4"},
         "annotations": [
             _title("best so far vs trials (dots: every ok trial)", 0.0, 1.0),
             _title("best so far vs wall time", 0.55, 1.0),
-            _title("parameter importance (eta squared of log cycles)", 0.0, 0.44),
-            _title("best schedule: pipe activity per time bucket", 0.55, 0.44)],
+            _title("parameter importance (eta squared of log cycles)", 0.0, 0.4),
+            _title("best schedule: pipe activity per time bucket", 0.55, 0.4)],
     }
     return {"data": data, "layout": layout}
 
