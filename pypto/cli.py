@@ -131,6 +131,39 @@ def run(file: FileArg,
 
 
 @app.command()
+def report(db: Annotated[str | None, typer.Option(
+               help="Schedule database URL (default: $PYPTO_DB, else "
+                    "tuning_logs/pypto.db).")] = None,
+           target: Annotated[str | None, typer.Option(
+               "--target", "-t", help="Only this target's records.")] = None,
+           workload: Annotated[list[str] | None, typer.Option(
+               "--workload", "-w", help="Only this workload (a key or a unique prefix; "
+                                        "repeatable).")] = None,
+           output: Annotated[Path, typer.Option(
+               "--output", "-o", help="The HTML file to write.")] = Path("tuning_report.html"),
+           ) -> None:
+    """Write the tuning report: one self-contained HTML page (summary table, best-so-far
+    curves, all trials, parameter importance, top schedules, roofline)."""
+    from pypto.db import display_url, open_store
+    from pypto.report.tuning_html import write_report
+
+    try:
+        with open_store(db) as store:
+            if not store.stats().exists:
+                raise fail(f"no schedule database at {display_url(store.url)}: tune first "
+                           "(`pypto tune FILE`) or give --db")
+            if target is not None and target not in {t.name for t in store.targets()}:
+                known = ", ".join(t.name for t in store.targets()) or "none"
+                raise fail(f"no records for target {target!r} in {display_url(store.url)} "
+                           f"(targets there: {known})")
+            keys = [store.workload(w).key for w in workload or []]
+            path = write_report(store, output, target=target, workloads=keys)
+    except PyptoError as exc:
+        raise fail(str(exc)) from None
+    typer.echo(f"tuning report: {path}")
+
+
+@app.command()
 def tune(file: FileArg, kernel: KernelOpt = None, target: TargetOpt = None,
          trials: Annotated[int, typer.Option(
              "--trials", "-n", help="Measured trials each workload should have on the target "

@@ -29,6 +29,24 @@ KeyArg = Annotated[str, typer.Argument(help="A workload key, or a unique prefix 
                                             "(`pypto db list` shows them).",
                                        show_default=False)]
 FileArg = Annotated[Path, typer.Argument(help="A JSON-lines file.", show_default=False)]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document instead "
+                                                     "of text (for scripts).")]
+
+
+def _echo_json(value: object) -> None:
+    import json
+
+    typer.echo(json.dumps(value, indent=2, sort_keys=True))
+
+
+def _record_json(record, workload) -> dict:  # type: ignore[no-untyped-def]
+    """A record as the JSON-lines logs write it, without its workload (given once)."""
+    from pypto.db.jsonl import record_to_json
+
+    out = record_to_json(record, workload)
+    del out["workload"], out["version"]
+    out["run_id"] = record.run_id
+    return out
 
 
 def _fail(message: str) -> typer.Exit:
@@ -70,10 +88,17 @@ def _version_note(version: str) -> str:
 
 
 @db_app.command()
-def stats(db: DbOpt = None) -> None:
+def stats(db: DbOpt = None, as_json: JsonOpt = False) -> None:
     """Counts of workloads, targets, records (by status and model version), runs."""
     with _store(db) as store:
         s = store.stats()
+        if as_json:
+            _echo_json({"url": s.url, "exists": s.exists, "workloads": s.workloads,
+                        "targets": s.targets, "records": s.records, "runs": s.runs,
+                        "cost_models": s.cost_models, "by_status": dict(s.by_status),
+                        "by_model_version": dict(s.by_model_version),
+                        "current_model_version": _current(), "stale": s.stale()})
+            return
         if not s.exists:
             typer.echo(f"{s.url}: no database yet (nothing tuned; `pypto tune FILE` or "
                        "`pypto db import FILE.jsonl` creates it)")
@@ -93,10 +118,18 @@ def stats(db: DbOpt = None) -> None:
 
 @db_app.command("list")
 def list_(db: DbOpt = None,
-          limit: Annotated[int, typer.Option(help="At most this many rows.")] = 100) -> None:
+          limit: Annotated[int, typer.Option(help="At most this many rows.")] = 100,
+          as_json: JsonOpt = False) -> None:
     """One line per workload, target and model version: records and best cycles."""
     with _store(db) as store:
         rows = store.summary()
+        if as_json:
+            _echo_json([{"workload": r.workload.key, "family": r.workload.family,
+                         "describe": r.workload.describe(), "target": r.target_name,
+                         "target_key": r.target_key, "model_version": r.model_version,
+                         "stale": r.model_version != _current(), "records": r.records,
+                         "ok": r.ok, "best_cycles": r.best_cycles} for r in rows[:limit]])
+            return
         if not rows:
             typer.echo(f"{_where(store)}: no records")
             return
@@ -114,10 +147,27 @@ def list_(db: DbOpt = None,
 @db_app.command()
 def show(key: KeyArg, db: DbOpt = None,
          limit: Annotated[int, typer.Option(help="Records shown per target and model "
-                                                 "version.")] = 10) -> None:
+                                                 "version.")] = 10,
+         as_json: JsonOpt = False) -> None:
     """A workload: its spec and its records, fewest cycles first."""
     with _store(db) as store:
         wl = store.workload(key)
+        if as_json:
+            import json
+
+            counts: dict[tuple[str, str], int] = {}
+            records = []
+            for r in store.iter_records(workload_key=wl.key):
+                group = (r.target_key, r.model_version)
+                counts[group] = counts.get(group, 0) + 1
+                if counts[group] <= limit:
+                    records.append(_record_json(r, wl))
+            _echo_json({"workload": {"key": wl.key, "family": wl.family,
+                                     "family_key": wl.family_key, "flops": wl.flops,
+                                     "sizes": list(wl.sizes), "describe": wl.describe(),
+                                     "spec": json.loads(wl.spec)},
+                        "records": records})
+            return
         typer.echo(f"workload   {wl.key}\nfamily key {wl.family_key}\n{wl.describe()}\n"
                    f"flops      {wl.flops:,}\nsizes      {list(wl.sizes)}")
         shown: dict[tuple[str, str], int] = {}
@@ -139,18 +189,27 @@ def show(key: KeyArg, db: DbOpt = None,
 
 @db_app.command()
 def best(key: KeyArg, db: DbOpt = None,
-         target: Annotated[str | None, typer.Option(help="Only this target.")] = None) -> None:
-    """The best schedule of a workload per target (current model version), as JSON."""
+         target: Annotated[str | None, typer.Option(help="Only this target.")] = None,
+         as_json: JsonOpt = False) -> None:
+    """The best schedule of a workload per target (current model version): a line per
+    target with its name, cycles and the schedule as JSON, tab-separated; with --json,
+    one JSON list of {target, target_key, cycles, schedule, ...}."""
     with _store(db) as store:
         wl = store.workload(key)
-        found = False
+        found = []
         for t in store.targets():
             if target is not None and t.name != target:
                 continue
             r = store.best(wl.key, t.key)
             if r is not None:
-                found = True
-                typer.echo(f"{t.name}\t{r.cycles}\t{r.schedule.to_json()}")
+                found.append(r)
+                if not as_json:
+                    typer.echo(f"{t.name}\t{r.cycles}\t{r.schedule.to_json()}")
+        if found and as_json:
+            _echo_json([{"target": r.target_name, "target_key": r.target_key,
+                         "cycles": r.cycles, "schedule": dict(r.schedule),
+                         "schedule_key": r.schedule_key, "model_version": r.model_version,
+                         "source": r.source, "run_id": r.run_id} for r in found])
         if not found:
             where = f" on {target}" if target else ""
             raise _fail(f"workload {wl.key[:12]} has no ok record{where} for model version "

@@ -19,10 +19,11 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pypto.db.records import STATUSES, Record, TargetInfo, WorkloadInfo
+from pypto.db.records import SOURCES, STATUSES, Record, TargetInfo, WorkloadInfo
 from pypto.errors import DatabaseError, LogFormatError, ScheduleError
 from pypto.schedule_space.schedule import Schedule
 
@@ -132,11 +133,22 @@ def parse_line(text: str, cache: dict[str, WorkloadInfo] | None = None
     error = obj.get("error")
     if error is not None and not isinstance(error, str):
         raise ValueError("error must be a string or null")
+    # a log keeps where each record came from and when it was measured; a line without
+    # them (an older or hand-written log) counts as imported now
+    source = obj.get("source") or "import"
+    if source not in SOURCES:
+        raise ValueError(f"source {source!r} must be one of {', '.join(SOURCES)}")
+    created_at = obj.get("created_at")
+    if created_at is not None:
+        try:
+            created_at = datetime.fromisoformat(_field(obj, "created_at", str))
+        except ValueError:
+            raise ValueError(f"created_at {created_at!r} is not an ISO 8601 time") from None
     try:
         record = Record(key, target_key, schedule, cycles=cycles, status=status, error=error,
                         model_version=_field(obj, "model_version", str),
-                        source="import", pypto_version=str(obj.get("pypto_version") or "?"),
-                        target_name=target.name)
+                        source=source, pypto_version=str(obj.get("pypto_version") or "?"),
+                        target_name=target.name, created_at=created_at)
     except ValueError as e:
         raise ValueError(str(e)) from None
     return record, workload, target

@@ -41,9 +41,9 @@ def render(calls: Sequence[ProfiledCall]) -> str:
             util = r.utilization()
             pipes = " ".join(f"{p}:{util[p]:.0%}" for p in WORKING_PIPES if util[p] >= 0.005)
             bubbles = r.bubbles()
-            flag = [(k, v) for k, v in bubbles.items() if not k.startswith("SCALAR")]
+            # every cause, queue-full stalls of the scalar unit included (often the largest)
             top = ", ".join(f"{k} {v / max(1, r.cycles * len(r.core_cycles)):.0%}"
-                            for k, v in flag[:2]) or "-"
+                            for k, v in list(bubbles.items())[:2]) or "-"
             rows.append((f"{n}", call.kernel, f"{i}: {' + '.join(wl.ops)}", src, r.cycles,
                          f"{r.time_us:.2f}", f"{r.efficiency:.0%}", f"{compute:.0%}/{copy:.0%}",
                          pipes, top))
