@@ -206,9 +206,6 @@ def test_import_keeps_each_records_source(db: str, tmp_path: Path) -> None:
     assert result.exit_code == 1 and "source 'bogus'" in result.output
 
 
-@pytest.mark.xfail(strict=True, reason="SQLStore.add_records stamps created_at with the "
-                                       "time of the write (pypto/db/sql.py): it has to keep "
-                                       "a record's given created_at for logs to round-trip")
 def test_export_import_export_is_byte_identical(db: str, tmp_path: Path) -> None:
     first, second = tmp_path / "1.jsonl", tmp_path / "2.jsonl"
     assert invoke("db", "export", str(first), "--db", db).exit_code == 0

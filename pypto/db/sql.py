@@ -169,8 +169,9 @@ class SQLStore(ScheduleStore):
             rows = [{"workload_id": wids[wk], "target_id": tids[tk], "schedule": text,
                      "schedule_key": sk, "status": r.status, "cycles": r.cycles,
                      "error": r.error, "model_version": mv, "pypto_version": r.pypto_version,
-                     "source": r.source, "run_id": r.run_id, "created_at": now,
-                     "updated_at": now} for (wk, tk, sk, mv), (r, text) in unique.items()]
+                     "source": r.source, "run_id": r.run_id,
+                     "created_at": r.created_at or now, "updated_at": now}
+                    for (wk, tk, sk, mv), (r, text) in unique.items()]
             if not rows:
                 return 0
             stmt = self._insert(m.RecordRow)
