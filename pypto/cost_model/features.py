@@ -60,7 +60,14 @@ COMMON = ("log_bound", "log_flops", "log_compulsory_bytes", "blocks", "log_block
           "tail_efficiency", "chip_utilization", "core_share", "pad_efficiency",
           "gm_read_bytes", "gm_write_bytes", "gm_reuse", "arith_intensity",
           *(f"busy_{p}" for p in PIPES), "busy_max", "busy_sum", "busy_balance",
-          "bottleneck", "est_cycles", "log_est_cycles", "prior")
+          "bottleneck", "est_cycles", "log_est_cycles", "prior",
+          # scale-free forms, so that one model ranks workloads of any size: busy cycles
+          # over the roofline bound, each pipe's share of the busiest, and ratios to the
+          # workload's default schedule (a fixed reference point of every workload)
+          *(f"rel_busy_{p}" for p in PIPES), "rel_busy_max",
+          *(f"pipe_share_{p}" for p in PIPES),
+          "est_vs_default", "busy_max_vs_default", "gm_vs_default", "waves_vs_default")
+REFERENCE = ("est_cycles", "busy_max", "gm_bytes", "waves")
 
 
 @dataclass(frozen=True)
@@ -380,6 +387,41 @@ def featurize(wl: Workload, schedules: Sequence[Mapping[str, Any]], target: Targ
 
 def featurize_columns(wl: Workload, knobs: Columns, target: Target) -> np.ndarray:
     """``featurize`` over knob columns (as ``knob_columns`` makes them)."""
+    fam = features_of(wl.family)
+    columns = _columns(wl, knobs, target)
+    ref = _reference(wl, target)
+    for name in REFERENCE:
+        short = {"est_cycles": "est", "gm_bytes": "gm"}.get(name, name)
+        columns[f"{short}_vs_default"] = (
+            columns[name] / max(ref[name], 1e-9))
+    n = len(columns["est_cycles"])
+    out = np.empty((n, len(fam.names)), dtype=np.float64)
+    for j, name in enumerate(fam.names):
+        out[:, j] = columns[name]
+    np.nan_to_num(out, copy=False, nan=0.0, posinf=1e30, neginf=-1e30)
+    return out
+
+
+def _reference(wl: Workload, target: Target) -> dict[str, float]:
+    """The reference columns of ``wl``'s default schedule (cached per workload)."""
+    key = (wl.key, target.key)
+    hit = _REFERENCE_CACHE.get(key)
+    if hit is None:
+        from pypto.schedule_space import space_for
+
+        space = space_for(wl, target)
+        cols = _columns(wl, knob_columns(space, [space.default()]), target)
+        hit = {name: float(cols[name][0]) for name in REFERENCE}
+        if len(_REFERENCE_CACHE) > 1024:
+            _REFERENCE_CACHE.clear()
+        _REFERENCE_CACHE[key] = hit
+    return hit
+
+
+_REFERENCE_CACHE: dict[tuple[str, str], dict[str, float]] = {}
+
+
+def _columns(wl: Workload, knobs: Columns, target: Target) -> Columns:
     from pypto.sim.roofline import workload_bound
 
     fam = features_of(wl.family)
@@ -418,13 +460,12 @@ def featurize_columns(wl: Workload, knobs: Columns, target: Target) -> np.ndarra
         "bottleneck": stack.argmax(axis=1).astype(np.float64),
         "est_cycles": est, "log_est_cycles": np.log2(np.maximum(est, 1.0)),
         "prior": bound / np.maximum(est, 1.0),
+        **{f"rel_busy_{p}": busy[p] / bound for p in PIPES},
+        "rel_busy_max": busy_max / bound,
+        **{f"pipe_share_{p}": busy[p] / np.maximum(busy_max, 1.0) for p in PIPES},
+        "gm_bytes": gm_bytes,
     }
-    columns = {**{f"knob_{k}": c[k] for k in fam.knobs}, **d, **common}
-    out = np.empty((n, len(fam.names)), dtype=np.float64)
-    for j, name in enumerate(fam.names):
-        out[:, j] = columns[name]
-    np.nan_to_num(out, copy=False, nan=0.0, posinf=1e30, neginf=-1e30)
-    return out
+    return {**{f"knob_{k}": c[k] for k in fam.knobs}, **d, **common}
 
 
 def _work(wl: Workload) -> tuple[float, float]:
