@@ -143,6 +143,11 @@ def _synthetic(seed: int, groups: int = 6, n: int = 150):
     return out
 
 
+def _widen(x: np.ndarray, columns: int) -> np.ndarray:
+    """``x``'s columns repeated to ``columns`` (a family's feature count)."""
+    return np.tile(x, (1, -(-columns // x.shape[1])))[:, :columns]
+
+
 @pytest.mark.parametrize("objective", ["rank:pairwise", "reg:squarederror"])
 def test_model_recovers_a_synthetic_ranking(objective):
     train, test = _synthetic(0), _synthetic(1, groups=2)
@@ -156,7 +161,7 @@ def test_model_recovers_a_synthetic_ranking(objective):
 def test_save_load_predicts_identically_and_is_deterministic():
     data = _synthetic(2)
     m1 = CostModel("matmul", feature_names=feature_names("matmul"), rounds=30, seed=7)
-    wide = [(np.tile(x, (1, 18))[:, :len(m1.feature_names)], c) for x, c in data]
+    wide = [(_widen(x, len(m1.feature_names)), c) for x, c in data]
     m1.fit(wide)
     m2 = CostModel("matmul", feature_names=feature_names("matmul"), rounds=30, seed=7).fit(wide)
     x = wide[0][0]
@@ -174,7 +179,7 @@ def test_load_refuses_stale_or_foreign_models(monkeypatch):
     data = _synthetic(3)
     names = feature_names("vector")
     model = CostModel("vector", rounds=5).fit(
-        [(np.tile(x, (1, 11))[:, :len(names)], c) for x, c in data])
+        [(_widen(x, len(names)), c) for x, c in data])
     blob = model.save()
     with pytest.raises(CostModelError, match="for 'vector' workloads"):
         CostModel.load(blob, family="matmul")
