@@ -156,10 +156,8 @@ class CostModel:
                                  f"reads {len(self.feature_names)} columns per row")
         if self.booster is None:
             return x[:, self.feature_names.index("prior")].copy()
-        import xgboost as xgb
-
-        d = xgb.DMatrix(x, feature_names=list(self.feature_names), nthread=self.nthread)
-        return np.asarray(self.booster.predict(d), dtype=np.float64)
+        # in place: no DMatrix (the same trees, the same scores; faster for small pools)
+        return np.asarray(self.booster.inplace_predict(x), dtype=np.float64)
 
     def rank(self, x: np.ndarray) -> np.ndarray:
         """Row indices, predicted fastest first (ties: the earlier row)."""
