@@ -9,7 +9,8 @@ dataset). The lookup chain then answers twice, through ``ScheduleResolver``:
 
 Each pick is measured on the simulator and compared with the workload's tuned best (the
 best of its own hidden records). Also timed: the model step alone (``model_pick`` with
-the model loaded), and the whole cold lookup (store, model load, pick).
+the model loaded; wall and process CPU time, median of 5, with the load average, since
+the machine may be shared), and the whole cold lookup (store, model load, pick).
 
     python benchmarks/compile_pick.py [--dataset PATH] [--rounds 300]
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -100,11 +102,12 @@ def main() -> None:
         store = open_store(url)
         train_from_store(store, target, family, rounds=args.rounds, objective=args.objective)
         model = load_from_store(store, target, family)
-        lat = []
-        for _ in range(3):
-            t0 = time.perf_counter()
+        lat, cpu = [], []
+        for _ in range(5):
+            t0, c0 = time.perf_counter(), time.process_time()
             model_pick(store, wl, target, model)
             lat.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
         store.close()
         picked, picked_src, cold_s = resolve(url, wl, target)
         meas = Measurer(wl, target, space=space_for(wl, target))
@@ -117,22 +120,27 @@ def main() -> None:
                "model_vs_tuned": tuned / c_model if c_model else 0.0,
                "nearest_vs_tuned": tuned / c_nearest if c_nearest else 0.0,
                "default_vs_tuned": tuned / c_default if c_default else 0.0,
-               "pick_ms": 1e3 * statistics.median(lat), "cold_lookup_ms": 1e3 * cold_s}
+               "pick_ms": 1e3 * statistics.median(lat),
+               "pick_cpu_ms": 1e3 * statistics.median(cpu), "cold_lookup_ms": 1e3 * cold_s,
+               "load_average": os.getloadavg()[0]}
         rows.append(row)
         print(f"{name:28s} {family:7s} model {row['model_vs_tuned']:.3f} ({picked_src}) nearest "
               f"{row['nearest_vs_tuned']:.3f} ({nearest_src}) default {row['default_vs_tuned']:.3f}"
-              f"  pick {row['pick_ms']:.1f} ms  cold lookup {row['cold_lookup_ms']:.0f} ms",
+              f"  pick {row['pick_ms']:.1f} ms (cpu {row['pick_cpu_ms']:.1f} ms, load "
+              f"{row['load_average']:.1f})  cold lookup {row['cold_lookup_ms']:.0f} ms",
               flush=True)
     med = {k: statistics.median(r[k] for r in rows)
            for k in ("model_vs_tuned", "nearest_vs_tuned", "default_vs_tuned", "pick_ms",
-                     "cold_lookup_ms")}
+                     "pick_cpu_ms", "cold_lookup_ms")}
     better = sum(r["model_vs_tuned"] > r["nearest_vs_tuned"] + 1e-9 for r in rows)
     worse = sum(r["model_vs_tuned"] < r["nearest_vs_tuned"] - 1e-9 for r in rows)
     print(f"\nmedian over {len(rows)} workloads: model pick / tuned best "
           f"{med['model_vs_tuned']:.3f}, nearest / tuned {med['nearest_vs_tuned']:.3f}, "
           f"default / tuned {med['default_vs_tuned']:.3f}; model better than nearest on "
           f"{better}, worse on {worse}; pick {med['pick_ms']:.1f} ms (median), max "
-          f"{max(r['pick_ms'] for r in rows):.1f} ms; cold lookup {med['cold_lookup_ms']:.0f} ms")
+          f"{max(r['pick_ms'] for r in rows):.1f} ms; cpu {med['pick_cpu_ms']:.1f} ms (median), "
+          f"max {max(r['pick_cpu_ms'] for r in rows):.1f} ms; cold lookup "
+          f"{med['cold_lookup_ms']:.0f} ms")
     out = {"benchmark": "compile_pick", "target": data["target"], "rounds": args.rounds,
            "dataset": str(args.dataset), "rows": rows, "median": med,
            "model_better_than_nearest": better, "model_worse_than_nearest": worse}
