@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from pypto.targets import Target
 
 PICK_NEIGHBORS = 8        # nearest tuned shapes whose best records are adapted
-EXPAND_ROUNDS = 3         # rounds of neighbourhood expansion
+EXPAND_ROUNDS = 6         # rounds of greedy neighbourhood expansion
 EXPAND_TOP = 2            # best unexpanded candidates expanded per round
 
 
