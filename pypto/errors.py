@@ -79,3 +79,8 @@ class ScheduleFallbackWarning(UserWarning):
 
 class SimError(PyptoError, RuntimeError):
     """The simulated device rejected a program (bounds, capacity, alignment, flags)."""
+
+
+class CostModelError(PyptoError, ValueError):
+    """A cost model cannot be trained, read or used: no data, a corrupt blob, or a model
+    saved for other features, another op family or another model format (retrain it)."""

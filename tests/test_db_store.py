@@ -281,6 +281,33 @@ class TestScheduleStore:
         assert store.load_cost_model(t.key, "vector") is None
         assert store.load_cost_model(t.key, "matmul", "sim-0.old") is None
 
+    def test_trained_cost_model_round_trip(self, store, wls):
+        """train_from_store -> save -> load_from_store predicts identically."""
+        import numpy as np
+
+        from pypto.cost_model.features import featurize
+        from pypto.db.cost_models import load_from_store, train_from_store
+        from pypto.schedule_space import space_for
+        from pypto.tuner.measure import Measurer
+
+        for name in ("small", "mid"):
+            wl = wls[name].workload()
+            space = space_for(wl, TARGET)
+            pts = [space.default(), *space.neighbors(space.default())][:8]
+            meas = Measurer(wl, TARGET, space=space)
+            _add(store, wls[name], [Record.measured(wl, TARGET, s, cycles=meas(s).cycles)
+                                    for s in pts])
+        model = train_from_store(store, TARGET, "matmul", rounds=10)
+        got = load_from_store(store, TARGET, "matmul")
+        assert got is not None and (got.samples, got.workloads) == (model.samples, 2)
+        blob = store.load_cost_model(TARGET.key, "matmul")
+        assert blob.format == "ubj" and blob.samples == model.samples
+        assert '"feature_version"' in blob.metrics
+        wl = wls["big"].workload()
+        x = featurize(wl, [space_for(wl, TARGET).default()], TARGET)
+        assert np.array_equal(got.predict(x), model.predict(x))
+        assert load_from_store(store, TARGET, "vector") is None
+
     def test_meta(self, store):
         store.set_meta("imported:a.jsonl", "abc")
         store.set_meta("imported:a.jsonl", "def")

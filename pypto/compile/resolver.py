@@ -4,10 +4,12 @@ The chain, first hit wins (DESIGN §9):
 
 1. ``tuned``: the best ``ok`` record of (workload, target, current timing-model version),
    if it validates now;
-2. ``nearest``: the best record of the closest tuned shape of the same family
+2. ``model``: when the store holds a cost model for (target, op family), its pick among
+   candidates: the adapted best records of the nearest tuned shapes and their
+   neighbourhoods (``pypto.compile.model_pick``);
+3. ``nearest``: the best record of the closest tuned shape of the same family
    (``log_distance`` over node sizes), adapted to this shape and re-validated
    (``pypto.schedule_space.adapt``);
-3. ``model``: the cost model's pick among candidates (arrives with the cost model);
 4. ``default``: the documented heuristic.
 
 Anything but ``tuned`` warns once per workload, naming the ``pypto tune`` command. A
@@ -33,13 +35,14 @@ from pypto.db.location import DEFAULT_DIR, display_url, is_default, resolve_url,
 from pypto.db.logs import log_files, sync_tuning_logs
 from pypto.db.records import Neighbor, workload_sizes
 from pypto.db.store import write_epoch
-from pypto.errors import DatabaseError, PyptoError, ScheduleFallbackWarning
+from pypto.errors import CostModelError, DatabaseError, PyptoError, ScheduleFallbackWarning
 from pypto.schedule_space import default_schedule
 from pypto.schedule_space.adapt import adapt, valid_as_is
 from pypto.schedule_space.schedule import Schedule
 from pypto.sim import MODEL_VERSION
 
 if TYPE_CHECKING:
+    from pypto.cost_model.model import CostModel
     from pypto.db.store import ScheduleStore
     from pypto.ir.workload import Workload
     from pypto.targets import Target
@@ -56,6 +59,10 @@ class ScheduleResolver:
         self._broken = False          # the store failed once (warned): not used again
         self._synced = False          # the tuning logs beside it were checked
         self._warned: set[tuple[str, str]] = set()
+        # cost models per (target key, family), None when the store has none; kept while
+        # no store of this process writes (saving a model counts as a write)
+        self._models: dict[tuple[str, str], object] = {}
+        self._models_epoch = write_epoch()
 
     def resolve(self, wl: Workload, target: Target) -> tuple[Schedule, str]:
         """The schedule for ``wl`` on ``target`` and its source (``tuned``, ``nearest``,
@@ -79,6 +86,11 @@ class ScheduleResolver:
             exact = valid_as_is(wl, target, record.schedule)
             if exact is not None:
                 return exact, "tuned"
+        picked = self._model_pick(store, wl, target)
+        if picked is not None:
+            self._warn(wl, target, "using the cost model's pick among schedules adapted "
+                                   "from tuned shapes")
+            return picked, "model"
         for neighbor in store.nearest(wl.family_key, target.key, workload_sizes(wl),
                                       model_version=MODEL_VERSION,
                                       limit=NEAREST_CANDIDATES, exclude=wl.key):
@@ -87,6 +99,35 @@ class ScheduleResolver:
                 self._warn(wl, target, functools.partial(_nearest_note, neighbor))
                 return adapted, "nearest"
         return None
+
+    def cost_model(self, store: ScheduleStore, target: Target, family: str) -> CostModel | None:
+        """The stored cost model of (target, family), loaded once; None when there is
+        none, or it is stale or unreadable (warned once: retrain it)."""
+        epoch = write_epoch()
+        if epoch != self._models_epoch:
+            self._models.clear()
+            self._models_epoch = epoch
+        key = (target.key, family)
+        if key not in self._models:
+            from pypto.db.cost_models import load_from_store
+
+            try:
+                self._models[key] = load_from_store(store, target, family)
+            except CostModelError as e:
+                self._models[key] = None
+                warnings.warn(f"pypto: the stored {family} cost model is not used: {e}",
+                              ScheduleFallbackWarning, stacklevel=_user_stacklevel())
+        return self._models[key]  # type: ignore[return-value]
+
+    def _model_pick(self, store: ScheduleStore, wl: Workload,
+                    target: Target) -> Schedule | None:
+        model = self.cost_model(store, target, wl.family)
+        if model is None:
+            return None
+        from pypto.compile.model_pick import model_pick
+
+        picked = model_pick(store, wl, target, model)
+        return None if picked is None else valid_as_is(wl, target, picked)
 
     def store(self) -> ScheduleStore | None:
         """The store; None when it cannot be used (warned once) or, for a SQLite file

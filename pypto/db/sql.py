@@ -389,6 +389,7 @@ class SQLStore(ScheduleStore):
                 index_elements=["target_id", "family", "model_version"],
                 set_={c: stmt.excluded[c] for c in ("format", "blob", "metrics", "samples",
                                                     "updated_at")}))
+        _records_changed()  # compile-time picks made with the old model are stale too
 
     def load_cost_model(self, target_key: str, family: str,
                         model_version: str = MODEL_VERSION) -> CostModelBlob | None:

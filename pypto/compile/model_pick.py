@@ -1,0 +1,103 @@
+"""The lookup chain's ``model`` step: the stored cost model's pick for a workload that
+has no record of its own.
+
+Candidates: the default, the best record of each of the ``PICK_NEIGHBORS`` nearest
+tuned shapes of the family, adapted to this shape and re-validated
+(``schedule_space.adapt``) and the valid one-step neighbours (``Space.neighbors``) of
+each; then ``EXPAND_ROUNDS`` rounds that add the neighbours of the ``EXPAND_TOP``
+best-scored candidates not yet expanded: a search guided by the model, starting where
+transfer puts it. Uniform samples of the space would cost milliseconds each
+(forward-checked sampling), so within the 50 ms budget the pool is the transferred
+points and their neighbourhoods.
+The best-scored candidate is returned (ties: the earlier candidate, so the default
+first); every candidate is a valid point of the space.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pypto.cost_model.features import featurize
+from pypto.db.records import workload_sizes
+from pypto.errors import PyptoError
+from pypto.schedule_space import Schedule, space_for
+from pypto.schedule_space.adapt import adapt
+from pypto.sim import MODEL_VERSION
+
+if TYPE_CHECKING:
+    from pypto.cost_model.model import CostModel
+    from pypto.db.store import ScheduleStore
+    from pypto.ir.workload import Workload
+    from pypto.schedule_space import Space
+    from pypto.schedule_space.space import Constraint
+    from pypto.targets import Target
+
+PICK_NEIGHBORS = 8        # nearest tuned shapes whose best records are adapted
+EXPAND_ROUNDS = 6         # rounds of greedy neighbourhood expansion
+EXPAND_TOP = 2            # best unexpanded candidates expanded per round
+
+
+def transferred(store: ScheduleStore, wl: Workload, target: Target,
+                neighbors: int = PICK_NEIGHBORS) -> list[Schedule]:
+    """The best records of the nearest tuned shapes, adapted to ``wl`` (valid, unique;
+    one query for all of them)."""
+    out: dict[Schedule, None] = {}
+    for nb in store.nearest(wl.family_key, target.key, workload_sizes(wl),
+                            model_version=MODEL_VERSION, limit=neighbors, exclude=wl.key):
+        a = adapt(wl, target, nb.record.schedule)
+        if a is not None:
+            out.setdefault(a, None)
+    return list(out)
+
+
+def valid_neighbors(space: Space, base: Schedule,
+                    checks: dict[str, list[Constraint]]) -> list[Schedule]:
+    """``space.neighbors(base)`` for a valid ``base``, checking only the constraints
+    that read the changed axis (the others held for ``base``); same points, same order."""
+    knobs = dict(base)
+    out = []
+    for name, axis in space.axes.items():
+        i = axis.index(knobs[name])
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(axis.choices):
+                trial = {**knobs, name: axis.choices[j]}
+                if not any(c.check(trial) for c in checks[name]):
+                    out.append(Schedule(trial))
+    return out
+
+
+def model_pick(store: ScheduleStore, wl: Workload, target: Target,
+               model: CostModel) -> Schedule | None:
+    """The candidate ``model`` scores best (see the module docstring); None when the
+    space cannot be built."""
+    try:
+        space = space_for(wl, target)
+        pool: dict[Schedule, None] = {}
+        for s in [space.default(), *transferred(store, wl, target)]:
+            pool.setdefault(s, None)
+    except PyptoError:
+        return None
+    checks = {name: [c for c in space.constraints if name in c.axes] for name in space.axes}
+    schedules = list(pool)
+    scores = list(model.predict(featurize(wl, schedules, target, space)))
+    expanded: set[Schedule] = set()
+    for round_ in range(EXPAND_ROUNDS + 1):
+        order = sorted(range(len(schedules)), key=lambda i: (-scores[i], i))
+        # first every starting point's neighbourhood, then the best few, greedily
+        top = len(schedules) if round_ == 0 else EXPAND_TOP
+        bases = [schedules[i] for i in order if schedules[i] not in expanded][:top]
+        new: list[Schedule] = []
+        for base in bases:
+            expanded.add(base)
+            for nb in valid_neighbors(space, base, checks):
+                if nb not in pool:
+                    pool[nb] = None
+                    new.append(nb)
+        if not new:
+            break
+        schedules += new
+        scores += list(model.predict(featurize(wl, new, target, space)))
+    best = int(np.argmax(np.asarray(scores)))  # first of the ties
+    return schedules[best]
