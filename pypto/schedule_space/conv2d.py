@@ -221,8 +221,8 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
 
     def finish(tile: tuple[int, ...]) -> tuple[float, Schedule] | None:
         rb, m1, pixels, n1, k0, k1, cores = tile
-        for score, depths in sorted((cube_cost.estimate(problem, r, tiles(*tile, d)), d)
-                                    for d in cube_cost.DEPTHS):
+        for score, depths in cube_cost.by_estimate(
+                (cube_cost.estimate(problem, r, tiles(*tile, d)), d) for d in cube_cost.DEPTHS):
             for ub in ub_depths:
                 l1, l0, l0c = depths
                 s = base.replace(row_block=rb, m1=m1, n1=n1, k0=k0, k1=k1, l1_depth=l1,
@@ -249,16 +249,16 @@ def _a_runs(sh: ConvShape, im2col: str, row_block: int, pixels: int,
     """``(runs, elements per run)`` of one im2col A tile load: a run per pixel and tap
     (per filter row with filter-row copies) of the channels the chunk holds; with
     stride_w 1 and whole taps, the pixels of an output row are one run."""
-    taps_c = min(k1, sh.c)                      # channels of one tap in the chunk
-    taps = max(1, k1 // sh.c)                   # taps the chunk holds
+    whole = k1 >= sh.red                        # one chunk holds all of (r, s, c)
     if im2col == "filter_row":
         per = min(k1, sh.s * sh.c)
-        return pixels * max(1, k1 // per), per
-    if sh.stride[1] == 1 and taps_c == sh.c:
+        rows = sh.r if whole else min(sh.r, math.ceil(k1 / per) + 1)
+        return pixels * rows, per
+    taps = sh.r * sh.s if whole else min(sh.r * sh.s, math.ceil(k1 / sh.c) + 1)
+    if sh.stride[1] == 1 and k1 >= sh.c:
         rows = row_block or math.ceil(pixels / sh.ow) + 1
-        row_pixels = min(pixels, sh.ow)
-        return rows * taps, row_pixels * sh.c
-    return pixels * taps, taps_c
+        return rows * taps, min(pixels, sh.ow) * sh.c
+    return pixels * taps, min(k1, sh.c)
 
 
 def shrunk_default(wl: Workload, target: Target, space: Space) -> Schedule:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -141,9 +141,12 @@ def estimate(p: CubeProblem, r: Rates, t: Tiles) -> float:
     b_eff = burst_bytes(t.b_rows, t.b_run, r.isz, r.min_burst)
     mte2 = (a_eff + b_eff) / r.gm_rate
     chunk = max(mte2, use, (mte2 + r.gm_latency + use) / t.l1_depth)
-    k_chunks = math.ceil(math.ceil(p.k / k1) / t.split_k)
+    # chunks per work unit, the last one's share counted (a ragged last chunk is short)
+    k_chunks = max(1.0, math.ceil(p.k / r.fk) * r.fk / t.split_k / k1)
     drain = r.drain_fixed + m1 * r.drain_row + m1 * n1 * r.acc_isz / r.drain_rate
-    block = k_chunks * chunk
+    # a block boundary exposes about one GM latency (the drain, then the next block's
+    # first chunk), which the L1 buffers hide only over a block of several chunks
+    block = k_chunks * chunk + r.gm_latency / k_chunks
     block = max(block, drain) if t.l0c_depth > 1 else block + drain
     if p.epilogue_cycles:  # the vector unit and MTE3 work beside the next block
         tail = m1 * n1 * (p.epilogue_cycles + r.out_isz / r.write_rate)
@@ -203,6 +206,13 @@ def k_tiles(fk: int, k0_choices: tuple[int, ...],
 DEPTHS = tuple((l1, l0, l0c) for l1 in (4, 3, 2) for l0, l0c in ((2, 2), (2, 1), (1, 2), (1, 1)))
 """Buffer depths (L1, L0A/L0B, L0C) to fit, deepest first: ``estimate`` never rises
 with a deeper buffer, so the deepest is each tile's optimistic bound."""
+
+
+def by_estimate(scored: Iterable[tuple[float, tuple[int, int, int]]]
+                ) -> list[tuple[float, tuple[int, int, int]]]:
+    """Depth choices by estimate, ties to the deeper buffers (latency the estimate
+    does not see, such as DRAM queueing, they still hide)."""
+    return sorted(scored, key=lambda sd: (sd[0], tuple(-d for d in sd[1])))
 
 
 def best_first(tiles: list[tuple[float, tuple[Any, ...]]],

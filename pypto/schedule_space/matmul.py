@@ -313,8 +313,8 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
 
     def finish(tile: tuple[int, ...]) -> tuple[float, Schedule] | None:
         m1, n1, k0, k1, split, cores = tile
-        for score, depths in sorted((cube_cost.estimate(problem, r, tiles(*tile, d)), d)
-                                    for d in cube_cost.DEPTHS):
+        for score, depths in cube_cost.by_estimate(
+                (cube_cost.estimate(problem, r, tiles(*tile, d)), d) for d in cube_cost.DEPTHS):
             for ub in ub_depths:
                 l1, l0, l0c = depths
                 s = base.replace(m1=m1, n1=n1, k0=k0, k1=k1, l1_depth=l1, l0_depth=l0,
