@@ -219,10 +219,10 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
         return cube_cost.Tiles(m1, n1, k0, k1, *depths, 1, cores, a_rows, a_run, b_rows,
                                b_run, m_block=pixels)
 
-    def finish(tile: tuple[int, ...]) -> tuple[float, Schedule] | None:
+    def finish(tile: tuple[int, ...]) -> tuple[cube_cost.Score, Schedule] | None:
         rb, m1, pixels, n1, k0, k1, cores = tile
         for score, depths in cube_cost.by_estimate(
-                (cube_cost.estimate(problem, r, tiles(*tile, d)), d) for d in cube_cost.DEPTHS):
+                (cube_cost.score(problem, r, tiles(*tile, d)), d) for d in cube_cost.DEPTHS):
             for ub in ub_depths:
                 l1, l0, l0c = depths
                 s = base.replace(row_block=rb, m1=m1, n1=n1, k0=k0, k1=k1, l1_depth=l1,
@@ -238,7 +238,7 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
             cores = core_choice(min(target.cube_cores, blocks), target.cube_cores)
             for k0, k1 in ks:
                 tile = (rb, m1, pixels, n1, k0, k1, cores)
-                candidates.append((cube_cost.estimate(
+                candidates.append((cube_cost.score(
                     problem, r, tiles(*tile, cube_cost.DEPTHS[0])), tile))
     best = cube_cost.best_first(candidates, finish)
     return best if best is not None else shrunk_default(wl, target, space)

@@ -130,6 +130,12 @@ class Tiles:
 
 def estimate(p: CubeProblem, r: Rates, t: Tiles) -> float:
     """Estimated cycles of the kernel under ``t`` (see the module's docstring)."""
+    return score(p, r, t)[0]
+
+
+def score(p: CubeProblem, r: Rates, t: Tiles) -> tuple[float, float]:
+    """``(estimate, the busiest core's time without the DRAM floor)``: where DRAM
+    bounds many candidates alike, the one whose cores have the most slack wins."""
     m1, n1, k0, k1 = t.m1, t.n1, t.k0, t.k1
     steps = k1 // k0
     fractals = math.ceil(m1 / r.fm) * math.ceil(n1 / r.fn) * (k0 // r.fk) * r.passes
@@ -162,7 +168,7 @@ def estimate(p: CubeProblem, r: Rates, t: Tiles) -> float:
     b_burst = b_eff / max(1, t.b_rows * t.b_run * r.isz)
     dram = dram_read_bytes(p, r, t, m_blocks, n_blocks, a_burst, b_burst) \
         + out_bytes * t.split_k * (2 if t.split_k > 1 else 1)
-    return max(core, dram / r.dram_rate)
+    return max(core, dram / r.dram_rate), core
 
 
 def dram_read_bytes(p: CubeProblem, r: Rates, t: Tiles, m_blocks: int, n_blocks: int,
@@ -208,21 +214,24 @@ DEPTHS = tuple((l1, l0, l0c) for l1 in (4, 3, 2) for l0, l0c in ((2, 2), (2, 1),
 with a deeper buffer, so the deepest is each tile's optimistic bound."""
 
 
-def by_estimate(scored: Iterable[tuple[float, tuple[int, int, int]]]
-                ) -> list[tuple[float, tuple[int, int, int]]]:
+Score = tuple[float, float]
+
+
+def by_estimate(scored: Iterable[tuple[Score, tuple[int, int, int]]]
+                ) -> list[tuple[Score, tuple[int, int, int]]]:
     """Depth choices by estimate, ties to the deeper buffers (latency the estimate
     does not see, such as DRAM queueing, they still hide)."""
     return sorted(scored, key=lambda sd: (sd[0], tuple(-d for d in sd[1])))
 
 
-def best_first(tiles: list[tuple[float, tuple[Any, ...]]],
-               finish: Callable[[tuple[Any, ...]], tuple[float, S] | None]) -> S | None:
+def best_first(tiles: list[tuple[Score, tuple[Any, ...]]],
+               finish: Callable[[tuple[Any, ...]], tuple[Score, S] | None]) -> S | None:
     """The best point over candidate tiles scored optimistically (``tiles``: estimate
     with the deepest buffers, and the tile) whose ``finish`` (the best valid depths of
     a tile: its estimate and point, or None when none fits) is cheapest. Best first:
     a tile is finished only when its optimistic estimate leads, so few are validated;
     ties go to the smaller tile tuple (deterministic)."""
-    heap: list[tuple[float, int, tuple[Any, ...], Any]] = [
+    heap: list[tuple[Score, int, tuple[Any, ...], Any]] = [
         (score, 1, tile, None) for score, tile in tiles]
     heapq.heapify(heap)
     while heap:

@@ -311,10 +311,10 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
         return cube_cost.Tiles(m1, n1, k0, k1, *depths, split, cores,
                                *_runs(sh, layouts, m1, n1, k1))
 
-    def finish(tile: tuple[int, ...]) -> tuple[float, Schedule] | None:
+    def finish(tile: tuple[int, ...]) -> tuple[cube_cost.Score, Schedule] | None:
         m1, n1, k0, k1, split, cores = tile
         for score, depths in cube_cost.by_estimate(
-                (cube_cost.estimate(problem, r, tiles(*tile, d)), d) for d in cube_cost.DEPTHS):
+                (cube_cost.score(problem, r, tiles(*tile, d)), d) for d in cube_cost.DEPTHS):
             for ub in ub_depths:
                 l1, l0, l0c = depths
                 s = base.replace(m1=m1, n1=n1, k0=k0, k1=k1, l1_depth=l1, l0_depth=l0,
@@ -335,7 +335,7 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
                 for split in (p for p in splits if p <= math.ceil(sh.k / k1)):
                     cores = grid.get(blocks * split, target.cube_cores)
                     tile = (m1, n1, k0, k1, split, cores)
-                    candidates.append((cube_cost.estimate(
+                    candidates.append((cube_cost.score(
                         problem, r, tiles(*tile, cube_cost.DEPTHS[0])), tile))
     best = cube_cost.best_first(candidates, finish)
     if best is not None:
