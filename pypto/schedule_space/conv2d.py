@@ -188,9 +188,9 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
     (the memories decide). The im2col A tile is costed by its contiguous runs: a tap's
     channels per pixel, a whole row of pixels when stride_w is 1 and the chunk holds
     whole taps; filter-row copies when stride_w > 1 (per-tap rows would be short,
-    separate bursts). Ties go to the smaller knobs (deterministic). If no candidate
-    fits, ``shrunk_default``. ``within``: the space of ``wl`` on ``target``, when built
-    already."""
+    separate bursts). Ties go as in matmul (core slack, deeper buffers, smaller tile).
+    If no candidate fits, ``shrunk_default``. ``within``: the space of ``wl`` on
+    ``target``, when built already."""
     sh = shape_of(wl)
     space = within or build_space(wl, target)
     r = cube_cost.rates(target, sh.dtype)

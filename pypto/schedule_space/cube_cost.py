@@ -8,8 +8,10 @@ times K parts, dealt round robin) as one software pipeline of ``k1`` chunks. A c
 costs the slowest of its three pipes, MTE2 (GM -> L1, rows shorter than the path's
 minimum burst charged whole), MTE1 (L1 -> L0A/L0B) and the cube (fractals plus issue
 cost per MMAD), or, when ``l1_depth`` buffers cannot hide the GM latency, a share of
-one buffer's round trip (load, latency, use) per buffer. An accumulator drain (FIX)
-follows every block, hidden behind the next block with two or more L0C buffers. The
+one buffer's round trip (load, latency, use) per buffer; a block boundary exposes
+about one GM latency, shared by the block's chunks. An accumulator drain (FIX) follows
+every block, hidden behind the next block with two or more L0C buffers; a fused
+epilogue's vector work and write-out run beside the next block. The
 kernel takes the most loaded core plus what no core can hide (the first load's latency,
 the last drain, split-K's clearing of the output), and never less than its DRAM traffic
 at the chip's DRAM rate (inputs read once while they fit the L2, else the panels that

@@ -268,19 +268,21 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
     split-K (when there is no fused epilogue) while the work units stay within two
     waves, so that the cores share few output blocks (GEMV-like shapes: every core
     streams a part of B); ``cores`` the most on the grid up to the work units.
-    Ties go to the smaller knobs in canonical order (deterministic). No shape or target
+    Ties (DRAM-bound candidates) go to the most slack on the cores, then the deeper
+    buffers, then the smaller tile (deterministic). No shape or target
     is special: every figure is the target's. If no candidate fits (tiny memories),
     ``shrunk_default``. ``within``: the space of ``wl`` on ``target``, when built
     already.
 
     >>> import pypto
     >>> from pypto.schedule_space import space_for
+    >>> from pypto.targets import load_target
     >>> @pypto.kernel
     ... def mm(a, b):
     ...     return pypto.matmul(a, b)
     >>> wl = mm.lower(pypto.spec((1000, 1000), "float16"),
     ...               pypto.spec((1000, 1000), "float16")).workloads[0]
-    >>> space = space_for(wl, pypto.load_target("ascend910b"))
+    >>> space = space_for(wl, load_target("ascend910b"))
     >>> space.validate(space.default())
     []
     """
