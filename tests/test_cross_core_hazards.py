@@ -123,7 +123,8 @@ def test_split_k_without_its_sync_all_races(split_k):
 
 
 def test_the_report_names_cores_instructions_and_bytes():
-    mutated = _without_sync_all(_lower(128, 128, 8192, cores=4, split_k=4).programs[0])
+    mutated = _without_sync_all(_lower(128, 128, 8192, m1=128, n1=128, cores=4,
+                                       split_k=4).programs[0])
     report = next(r for r in find_races(mutated) if "another core" in r)
     assert report.startswith(
         "GM race with another core with no SYNC_ALL between them: core 0 MTE3 instruction ")

@@ -67,7 +67,7 @@ def run_and_check(compiled, m: int, k: int, n: int) -> None:
 
 # -- the chain --------------------------------------------------------------------------------
 
-M, K, N = 384, 512, 256  # random samples of this space beat the default: a real tuning win
+M, K, N = 384, 512, 256  # a neighbour of the default is faster: a real (small) tuning win
 
 
 def test_a_kernel_uses_the_best_record_and_export_import_keeps_it(tmp_path, monkeypatch):
@@ -80,7 +80,7 @@ def test_a_kernel_uses_the_best_record_and_export_import_keeps_it(tmp_path, monk
 
     space = space_for(base.workloads[0], base.target)
     records = measure(base, [space.sample(seed) for seed in range(6)]
-                      + space.neighbors(base.schedules[0])[:2])
+                      + space.neighbors(base.schedules[0]))
     best = min(records, key=lambda r: r.cycles or 0)
     default_cycles = base.simulate().cycles
     assert best.cycles is not None and best.cycles < default_cycles

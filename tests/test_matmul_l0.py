@@ -70,7 +70,7 @@ def test_sub_blocks_are_whole_fractals_and_few():
     wl = pypto.kernel(pypto.matmul).lower(pypto.spec((256, 256), "float16"),
                                           pypto.spec((256, 256), "float16"),
                                           target=TARGET).workloads[0]
-    s = default_schedule(wl, TARGET).replace(m1=48, n1=256)
+    s = default_schedule(wl, TARGET).replace(m1=48, n1=256, cores=1)
     problems = validate(wl, s.replace(m0_parts=2), TARGET)
     assert any("m0_parts=2 must cut m1=48 into whole fractals" in p for p in problems), problems
     problems = validate(wl, s.replace(m1=128, m0_parts=4, n0_parts=4), TARGET)

@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pypto.schedule_space import cube_cost
 from pypto.schedule_space.chain import Chain, analyze
 from pypto.schedule_space.common import (
     MAX_DEPTH,
@@ -174,17 +175,100 @@ def _block_cost(sh: ConvShape, pixels: int, m1: int, n1: int, cube_cores: int) -
 
 
 def default(wl: Workload, target: Target, within: Space | None = None) -> Schedule:
-    """Whole output rows per block (each im2col DMA moves a full row of pixels); the
-    rows per block and n1 (up to 256 pixels and channels) that minimize waves x (rows +
-    64) over the cube cores, ties to more rows, then fewer channels (within 2% of the
-    best such pair on average over simulated ResNet-50 layers); k0 = 4 fractals, k1 =
-    4 x k0; double buffering; filter-row copies when stride_w > 1 (per-tap rows would
-    be short, separate bursts). Then shrink like matmul (accumulator depth, k1, n1, the
-    block, k0, UB depth) until the space's constraints hold; sizes the halving leaves
-    between two of the space's choices go down to the smaller. ``within``: the space of
-    ``wl`` on ``target``, when built already."""
+    """The schedule an untuned compile gets, chosen as matmul's (``matmul.default``)
+    over the implicit GEMM ``[N*OH*OW, R*S*C] x [R*S*C, K]``: the best of a small set
+    of candidates by ``cube_cost.estimate`` from the target's figures, the first in
+    estimated order that the space's constraints accept.
+
+    Candidates: blocks of whole output rows (``row_block`` rows, ``m1`` their pixels
+    rounded up to the fractal) or of ``m1`` pixels (rows may split), up to 256 pixels,
+    times ``n1`` output channels up to 256 (so the waves over the cube cores and the
+    tail blocks count); ``k0`` of 1, 2, 4 or 8 fractals, ``k1`` of 1 to 8 ``k0``; L1
+    depth 2 to 4, L0 and accumulator depth 2 or 1, UB depth 2 or 1 with an epilogue
+    (the memories decide). The im2col A tile is costed by its contiguous runs: a tap's
+    channels per pixel, a whole row of pixels when stride_w is 1 and the chunk holds
+    whole taps; filter-row copies when stride_w > 1 (per-tap rows would be short,
+    separate bursts). Ties go as in matmul (core slack, deeper buffers, smaller tile).
+    If no candidate fits, ``shrunk_default``. ``within``: the space of ``wl`` on
+    ``target``, when built already."""
     sh = shape_of(wl)
     space = within or build_space(wl, target)
+    r = cube_cost.rates(target, sh.dtype)
+    fm, fk, fn = target.fractal(sh.dtype)
+    chain = epilogue_chain(wl)
+    tail_ops = [n.op for n in wl.nodes if n.op not in ("load", "conv2d_nhwc")]
+    problem = cube_cost.CubeProblem(
+        batch=1, m=sh.m, n=sh.k, k=sh.red, dtype=sh.dtype, out_dtype=sh.dtype,
+        a_bytes=sh.n * sh.h * sh.w * sh.c * r.isz, b_bytes=sh.red * sh.k * r.isz,
+        epilogue_cycles=0.0 if chain is None else
+        cube_cost.epilogue_cycles(target, tail_ops, sh.dtype))
+    im2col = "filter_row" if sh.stride[1] > 1 and filter_row_copies_possible(wl) else "tap"
+    base = Schedule(row_block=0, m1=0, n1=0, k1=0, k0=0, l1_depth=2, l0_depth=2,
+                    l0c_depth=2, ub_depth=2, cores=1, block_order="mn", im2col=im2col)
+    axes = space.axes
+    ks = cube_cost.k_tiles(fk, axes["k0"].choices, axes["k1"].choices)
+    ub_depths = (2, 1) if chain is not None else (2,)
+    blocks_m = [(rb, round_up(rb * sh.ow, fm), rb * sh.ow) for rb in axes["row_block"].choices
+                if rb and round_up(rb * sh.ow, fm) <= cube_cost.MAX_BLOCK]
+    blocks_m += [(0, m1, m1) for m1 in axes["m1"].choices if m1 <= cube_cost.MAX_BLOCK]
+
+    def tiles(rb: int, m1: int, pixels: int, n1: int, k0: int, k1: int, cores: int,
+              depths: tuple[int, int, int]) -> cube_cost.Tiles:
+        a_rows, a_run = _a_runs(sh, im2col, rb, pixels, k1)
+        b_rows, b_run = (1, k1 * n1) if n1 >= sh.k else (k1, n1)
+        return cube_cost.Tiles(m1, n1, k0, k1, *depths, 1, cores, a_rows, a_run, b_rows,
+                               b_run, m_block=pixels)
+
+    def finish(tile: tuple[int, ...]) -> tuple[cube_cost.Score, Schedule] | None:
+        rb, m1, pixels, n1, k0, k1, cores = tile
+        for score, depths in cube_cost.by_estimate(
+                (cube_cost.score(problem, r, tiles(*tile, d)), d) for d in cube_cost.DEPTHS):
+            for ub in ub_depths:
+                l1, l0, l0c = depths
+                s = base.replace(row_block=rb, m1=m1, n1=n1, k0=k0, k1=k1, l1_depth=l1,
+                                 l0_depth=l0, l0c_depth=l0c, cores=cores, ub_depth=ub)
+                if not space.validate(s):
+                    return score, s
+        return None
+
+    candidates = []
+    for rb, m1, pixels in blocks_m:
+        for n1 in (c for c in axes["n1"].choices if c <= cube_cost.MAX_BLOCK):
+            blocks = math.ceil(sh.m / pixels) * math.ceil(sh.k / n1)
+            cores = core_choice(min(target.cube_cores, blocks), target.cube_cores)
+            for k0, k1 in ks:
+                tile = (rb, m1, pixels, n1, k0, k1, cores)
+                candidates.append((cube_cost.score(
+                    problem, r, tiles(*tile, cube_cost.DEPTHS[0])), tile))
+    best = cube_cost.best_first(candidates, finish)
+    return best if best is not None else shrunk_default(wl, target, space)
+
+
+def _a_runs(sh: ConvShape, im2col: str, row_block: int, pixels: int,
+            k1: int) -> tuple[int, int]:
+    """``(runs, elements per run)`` of one im2col A tile load: a run per pixel and tap
+    (per filter row with filter-row copies) of the channels the chunk holds; with
+    stride_w 1 and whole taps, the pixels of an output row are one run."""
+    whole = k1 >= sh.red                        # one chunk holds all of (r, s, c)
+    if im2col == "filter_row":
+        per = min(k1, sh.s * sh.c)
+        rows = sh.r if whole else min(sh.r, math.ceil(k1 / per) + 1)
+        return pixels * rows, per
+    taps = sh.r * sh.s if whole else min(sh.r * sh.s, math.ceil(k1 / sh.c) + 1)
+    if sh.stride[1] == 1 and k1 >= sh.c:
+        rows = row_block or math.ceil(pixels / sh.ow) + 1
+        return rows * taps, min(pixels, sh.ow) * sh.c
+    return pixels * taps, min(k1, sh.c)
+
+
+def shrunk_default(wl: Workload, target: Target, space: Space) -> Schedule:
+    """The fallback when no candidate of ``default`` fits: whole output rows per block
+    (the rows and n1, up to 256 pixels and channels, that minimize waves x (rows + 64)
+    over the cube cores), k0 = 4 fractals, k1 = 4 x k0, double buffering; then shrink
+    (accumulator depth, k1, n1, the block, k0, UB depth) until the space's constraints
+    hold; sizes the halving leaves between two of the space's choices go down to the
+    smaller."""
+    sh = shape_of(wl)
     fm, fk, fn = target.fractal(sh.dtype)
     cores = target.cube_cores
     candidates = [(_block_cost(sh, r * sh.ow, round_up(r * sh.ow, fm), n, cores), -r, n)

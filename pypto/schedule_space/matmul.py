@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pypto.ir.dtypes import BY_NAME
 from pypto.ir.layouts import nz_c0
+from pypto.schedule_space import cube_cost
 from pypto.schedule_space.chain import Chain, analyze
 from pypto.schedule_space.common import (
     MAX_DEPTH,
@@ -252,13 +253,116 @@ def num_blocks(wl: Workload, s: Any) -> int:
 
 
 def default(wl: Workload, target: Target, within: Space | None = None) -> Schedule:
-    """128 x 256 output blocks (rows of 256 fp16 = 512 B, a full DMA burst), k0 = 4
-    fractals, k1 = 4 x k0, double buffering; shrink (accumulator depth first, then
-    k1, then the block) until the space's constraints hold; a block size the halving
-    leaves between two of the space's sizes goes down to the smaller. ``within``: the
-    space of ``wl`` on ``target``, when built already."""
+    """The schedule an untuned compile gets: the best of a small set of candidates by
+    an analytic estimate of the kernel's time from the target's figures
+    (``cube_cost.estimate``: per ``k1`` chunk the slowest of GM -> L1, L1 -> L0 and the
+    cube, or a share of one L1 buffer's round trip through the GM latency; drains after
+    blocks; whole waves of work units over the cube cores; DRAM traffic at the chip's
+    rate), and the first of them, in estimated order, that the space's constraints
+    accept.
+
+    Candidates: blocks ``m1 x n1`` of the axes' sizes up to 256 (so the waves over the
+    cores and the tail blocks count), ``k0`` of 1, 2, 4 or 8 fractals and ``k1`` of 1
+    to 8 ``k0`` (so a triple-buffered ``k1 = 3 k0`` competes with ``4 k0`` double
+    buffered), L1 depth 2 to 4, L0 and accumulator depth 2 or 1 (the memories decide),
+    split-K (when there is no fused epilogue) while the work units stay within two
+    waves, so that the cores share few output blocks (GEMV-like shapes: every core
+    streams a part of B); ``cores`` the most on the grid up to the work units.
+    Ties (DRAM-bound candidates) go to the most slack on the cores, then the deeper
+    buffers, then the smaller tile (deterministic). No shape or target
+    is special: every figure is the target's. If no candidate fits (tiny memories),
+    ``shrunk_default``. ``within``: the space of ``wl`` on ``target``, when built
+    already.
+
+    >>> import pypto
+    >>> from pypto.schedule_space import space_for
+    >>> from pypto.targets import load_target
+    >>> @pypto.kernel
+    ... def mm(a, b):
+    ...     return pypto.matmul(a, b)
+    >>> wl = mm.lower(pypto.spec((1000, 1000), "float16"),
+    ...               pypto.spec((1000, 1000), "float16")).workloads[0]
+    >>> space = space_for(wl, load_target("ascend910b"))
+    >>> space.validate(space.default())
+    []
+    """
     sh = shape_of(wl)
     space = within or build_space(wl, target)
+    r = cube_cost.rates(target, sh.dtype)
+    chain = epilogue_chain(wl)
+    tail_ops = [n.op for n in wl.nodes if n.op not in ("load", "matmul")]
+    fix = fix_epilogue(wl)
+    batch = math.prod(sh.batch)
+    problem = cube_cost.CubeProblem(
+        batch=batch, m=sh.m, n=sh.n, k=sh.k, dtype=sh.dtype, out_dtype=sh.dtype,
+        a_bytes=batch * sh.m * sh.k * r.isz, b_bytes=batch * sh.k * sh.n * r.isz,
+        epilogue_cycles=0.0 if chain is None or fix else
+        cube_cost.epilogue_cycles(target, tail_ops, sh.dtype))
+    layouts = {knob: choices[0] for knob, choices in layout_choices(wl).items()}
+    base = Schedule(m1=0, n1=0, k1=0, k0=0, l1_depth=2, l0_depth=2, l0c_depth=2,
+                    ub_depth=2, cores=1, block_order="mn", swizzle=1, split_k=1,
+                    epilogue="FIX" if fix else "VEC", m0_parts=1, n0_parts=1,
+                    l0_order="mn", **layouts)
+    axes = space.axes
+    ks = cube_cost.k_tiles(target.fractal(sh.dtype)[1], axes["k0"].choices,
+                           axes["k1"].choices)
+    ub_depths = (2, 1) if chain is not None and not fix else (2,)
+
+    def tiles(m1: int, n1: int, k0: int, k1: int, split: int, cores: int,
+              depths: tuple[int, int, int]) -> cube_cost.Tiles:
+        return cube_cost.Tiles(m1, n1, k0, k1, *depths, split, cores,
+                               *_runs(sh, layouts, m1, n1, k1))
+
+    def finish(tile: tuple[int, ...]) -> tuple[cube_cost.Score, Schedule] | None:
+        m1, n1, k0, k1, split, cores = tile
+        for score, depths in cube_cost.by_estimate(
+                (cube_cost.score(problem, r, tiles(*tile, d)), d) for d in cube_cost.DEPTHS):
+            for ub in ub_depths:
+                l1, l0, l0c = depths
+                s = base.replace(m1=m1, n1=n1, k0=k0, k1=k1, l1_depth=l1, l0_depth=l0,
+                                 l0c_depth=l0c, split_k=split, cores=cores, ub_depth=ub)
+                if not space.validate(s):
+                    return score, s
+        return None
+
+    candidates = []
+    grid = {u: core_choice(min(target.cube_cores, u), target.cube_cores)
+            for u in range(1, 2 * target.cube_cores + 1)}
+    for m1 in (c for c in axes["m1"].choices if c <= cube_cost.MAX_BLOCK):
+        for n1 in (c for c in axes["n1"].choices if c <= cube_cost.MAX_BLOCK):
+            blocks = batch * math.ceil(sh.m / m1) * math.ceil(sh.n / n1)
+            splits = [p for p in axes["split_k"].choices
+                      if p == 1 or blocks * p <= 2 * target.cube_cores]
+            for k0, k1 in ks:
+                for split in (p for p in splits if p <= math.ceil(sh.k / k1)):
+                    cores = grid.get(blocks * split, target.cube_cores)
+                    tile = (m1, n1, k0, k1, split, cores)
+                    candidates.append((cube_cost.score(
+                        problem, r, tiles(*tile, cube_cost.DEPTHS[0])), tile))
+    best = cube_cost.best_first(candidates, finish)
+    if best is not None:
+        return best
+    return shrunk_default(wl, target, space)
+
+
+def _runs(sh: MatmulShape, layouts: dict[str, str], m1: int, n1: int,
+          k1: int) -> tuple[int, int, int, int]:
+    """``(a_rows, a_run, b_rows, b_run)``: the contiguous runs of an A and a B tile load
+    in GM (a tile that spans whole stored rows, or lies in NZ blocks, is one run)."""
+    out = []
+    for layout, rows, cols, full in (
+            (layouts["a_layout"], *((k1, m1, sh.m) if sh.transpose_a else (m1, k1, sh.k))),
+            (layouts["b_layout"], *((n1, k1, sh.k) if sh.transpose_b else (k1, n1, sh.n)))):
+        out += [1, rows * cols] if layout == "NZ" or cols >= full else [rows, cols]
+    return out[0], out[1], out[2], out[3]
+
+
+def shrunk_default(wl: Workload, target: Target, space: Space) -> Schedule:
+    """The fallback when no candidate of ``default`` fits: 128 x 256 output blocks,
+    k0 = 4 fractals, k1 = 4 x k0, double buffering; shrink (accumulator depth first,
+    then k1, then the block) until the space's constraints hold; a block size the
+    halving leaves between two of the space's sizes goes down to the smaller."""
+    sh = shape_of(wl)
     _, fk, _ = target.fractal(sh.dtype)
     fm, _, fn = tile_units(wl, target)
     m1 = min(128, round_up(sh.m, fm))

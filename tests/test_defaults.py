@@ -1,0 +1,105 @@
+"""The default schedules (what every untuned compile gets): for random shapes of every
+op family on every target they validate in their space and are deterministic; the cube
+families' heuristic reads the target's memories (a larger L1 never makes it pick a
+shallower pipeline) and fills the cores."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pypto
+from pypto.schedule_space import space_for
+from pypto.schedule_space.registry import family_of
+from pypto.targets import available_targets, load_target
+
+TARGETS = available_targets()
+SETTINGS = settings(max_examples=12, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+def _workload(fn: Any, specs: list[Any], target: str, family: str) -> Any:
+    compiled = pypto.kernel(fn).lower(*specs, target=target)
+    return next(wl for wl in compiled.workloads if wl.family == family)
+
+
+def _check(wl: Any, target: str) -> None:
+    tgt = load_target(target)
+    space = space_for(wl, tgt)
+    default = space.default()
+    assert space.validate(default) == [], (wl.describe(), dict(default))
+    # deterministic: the family's heuristic on a fresh space gives the same point
+    again = family_of(wl).default(wl, tgt)
+    assert again == default and again.key == default.key
+
+
+dims = st.integers(1, 4000)
+
+
+@SETTINGS
+@given(target=st.sampled_from(TARGETS), m=dims, n=dims, k=dims,
+       batch=st.sampled_from([None, 1, 3]), tail=st.sampled_from(["", "relu", "gelu"]),
+       transpose_b=st.booleans())
+def test_matmul_default_validates_and_is_deterministic(target: str, m: int, n: int, k: int,
+                                                       batch: int | None, tail: str,
+                                                       transpose_b: bool) -> None:
+    lead = (batch,) if batch else ()
+    b_shape = (n, k) if transpose_b else (k, n)
+
+    def fn(a: Any, b: Any) -> Any:
+        out = pypto.matmul(a, b, transpose_b=transpose_b)
+        return getattr(pypto, tail)(out) if tail else out
+
+    wl = _workload(fn, [pypto.spec((*lead, m, k), "float16"), pypto.spec(b_shape, "float16")],
+                   target, "matmul")
+    _check(wl, target)
+
+
+@SETTINGS
+@given(target=st.sampled_from(TARGETS), n=st.integers(1, 4), c=st.integers(1, 300),
+       hw=st.integers(3, 64), k=st.integers(1, 300), rs=st.sampled_from([1, 3, 5, 7]),
+       stride=st.sampled_from([1, 2]), relu=st.booleans())
+def test_conv2d_default_validates_and_is_deterministic(target: str, n: int, c: int, hw: int,
+                                                       k: int, rs: int, stride: int,
+                                                       relu: bool) -> None:
+    pad = rs // 2
+
+    def fn(x: Any, w: Any) -> Any:
+        out = pypto.conv2d(x, w, stride=stride, padding=pad)
+        return pypto.relu(out) if relu else out
+
+    wl = _workload(fn, [pypto.spec((n, hw, hw, c), "float16", layout="NHWC"),
+                        pypto.spec((k, c, rs, rs), "float16")], target, "conv2d")
+    _check(wl, target)
+
+
+@SETTINGS
+@given(target=st.sampled_from(TARGETS), rows=st.integers(1, 5000),
+       cols=st.integers(1, 5000), op=st.sampled_from(["gelu", "softmax", "add"]))
+def test_vector_default_validates_and_is_deterministic(target: str, rows: int, cols: int,
+                                                       op: str) -> None:
+    shape = (rows, cols)
+    if op == "add":
+        fn, specs = (lambda a, b: a + b), [pypto.spec(shape, "float16")] * 2
+    else:
+        fn, specs = getattr(pypto, op), [pypto.spec(shape, "float16")]
+    _check(_workload(fn, specs, target, "vector"), target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_matmul_default_puts_the_cores_to_work(target: str) -> None:
+    """A large GEMM's default uses every core; a GEMV-like shape (M = 16, DRAM-bound)
+    splits N (and K when N gives too few blocks) over at least as many cores as it
+    takes to saturate the DRAM with their GM reads."""
+    tgt = load_target(target)
+    gm_rate = min(tgt.path(tgt.roles["global"], tgt.roles["stage"]).bytes_per_cycle,
+                  tgt.l2_read_bytes_per_cycle)
+    saturate = min(tgt.cube_cores, -(-tgt.gm_bytes_per_cycle_chip // gm_rate))
+    for m, n, k, least in ((2048, 2048, 2048, tgt.cube_cores), (16, 4096, 4096, saturate)):
+        wl = _workload(pypto.matmul, [pypto.spec((m, k), "float16"),
+                                      pypto.spec((k, n), "float16")], target, "matmul")
+        s = space_for(wl, tgt).default()
+        assert s["cores"] >= least, (m, n, k, dict(s))
