@@ -144,6 +144,11 @@ def report(db: Annotated[str | None, typer.Option(
            ) -> None:
     """Write the tuning report: one self-contained HTML page (summary table, best-so-far
     curves, all trials, parameter importance, top schedules, roofline)."""
+    _write_report(db, target, workload or [], output)
+
+
+def _write_report(db: str | None, target: str | None, workloads: list[str],
+                  output: Path) -> None:
     from pypto.db import display_url, open_store
     from pypto.report.tuning_html import write_report
 
@@ -156,7 +161,7 @@ def report(db: Annotated[str | None, typer.Option(
                 known = ", ".join(t.name for t in store.targets()) or "none"
                 raise fail(f"no records for target {target!r} in {display_url(store.url)} "
                            f"(targets there: {known})")
-            keys = [store.workload(w).key for w in workload or []]
+            keys = [store.workload(w).key for w in workloads]
             path = write_report(store, output, target=target, workloads=keys)
     except PyptoError as exc:
         raise fail(str(exc)) from None
@@ -187,7 +192,10 @@ def tune(file: FileArg, kernel: KernelOpt = None, target: TargetOpt = None,
          transfer: Annotated[bool, typer.Option(
              "--transfer/--no-transfer", help="Start each workload from the best schedules "
                                               "of the nearest tuned shapes of its family, "
-                                              "adapted.")] = True) -> None:
+                                              "adapted.")] = True,
+         report: Annotated[Path | None, typer.Option(
+             "--report", help="Afterwards write the tuning report of the database (as "
+                              "`pypto report`) to this HTML file.")] = None) -> None:
     """Tune the schedules of the workloads FILE runs; results go to the database."""
     from pypto.tuner.cli import run_tune
 
@@ -205,6 +213,8 @@ def tune(file: FileArg, kernel: KernelOpt = None, target: TargetOpt = None,
                         capture=_captured, workers=workers, transfer=transfer)
     except PyptoError as exc:
         raise fail(str(exc)) from None
+    if report is not None:
+        _write_report(db, None, [], report)
     if code:
         raise typer.Exit(code)
 

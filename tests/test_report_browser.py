@@ -128,3 +128,29 @@ def test_profile_page_loads_and_renders(profile_page):
     assert float(rows[1][6]) == pytest.approx(2 * float(rows[1][5]), abs=0.011)
     assert profile_page.eval("document.querySelectorAll('.js-plotly-plot svg.main-svg')"
                              ".length") >= 2
+
+
+def test_tune_with_report_from_the_command_line_renders(browser, tmp_path):
+    """Issue 14's acceptance as a user runs it: `pypto tune examples/gemm.py --trials N
+    --report r.html` on a fresh database, then the page in the browser."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "r.html"
+    done = subprocess.run([sys.executable, "-m", "pypto.cli", "tune",
+                           str(root / "examples" / "gemm.py"), "--trials", "12", "--seed", "0",
+                           "--db", f"sqlite:///{tmp_path / 'fresh.db'}", "--report", str(out)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr
+    assert f"tuning report: {out}" in done.stdout
+    page = browser.open(out, wait_for=DONE)
+    try:
+        assert page.errors == [] and external(page) == []
+        rows = page.eval("[...document.querySelectorAll('#summary tbody tr')].length")
+        assert rows == 1
+        page.eval("window.pyptoRenderAll()")
+        assert page.eval("document.querySelectorAll('#fig-1 .scatterlayer .point').length") >= 12
+    finally:
+        page.ws.close()
