@@ -89,6 +89,8 @@ def main() -> None:
     parser.add_argument("--target", default="ascend910b")
     parser.add_argument("--quick", action="store_true", help="six workloads, 16 samples")
     parser.add_argument("--names", default="", help="comma-separated suite names")
+    parser.add_argument("--output", default="default_quality.json",
+                        help="file name under benchmarks/results/")
     args = parser.parse_args()
     names = set(filter(None, args.names.split(","))) or (QUICK if args.quick else None)
     samples = 16 if args.quick else args.samples
@@ -106,7 +108,7 @@ def main() -> None:
     summary = {"median": statistics.median(ratios), "worst": min(ratios)}
     print(f"best/default: median {summary['median']:.3f}, worst {summary['worst']:.3f} "
           f"({len(rows)} workloads; target median >= 0.95, worst >= 0.90)")
-    out = pathlib.Path(__file__).resolve().parent / "results" / "default_quality.json"
+    out = pathlib.Path(__file__).resolve().parent / "results" / args.output
     out.write_text(json.dumps({
         "benchmark": "default_quality", "target": args.target, "samples": samples,
         "seed": args.seed, "model_version": MODEL_VERSION, "summary": summary, "rows": rows,

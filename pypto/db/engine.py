@@ -58,7 +58,8 @@ def make_engine(url: str, dialect: str) -> Engine:
         cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys = ON")
         if sqlite_path(url) is not None:
-            cursor.execute("PRAGMA journal_mode = WAL")
+            # WAL is a property of the file, set once when PyPTO creates its schema
+            # (``use_wal``): connecting must not change another program's database.
             cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.close()
 
@@ -68,6 +69,33 @@ def make_engine(url: str, dialect: str) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     return engine
+
+
+def use_wal(engine: Engine) -> None:
+    """Switch a SQLite file PyPTO has just made to write-ahead logging (readers beside a
+    writer). Outside any transaction, as SQLite requires."""
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.close()
+    finally:
+        raw.close()
+
+
+#: Optuna's RDB storage tables: a study may share the database with our records.
+OPTUNA_TABLES = frozenset({
+    "alembic_version", "studies", "study_directions", "study_user_attributes",
+    "study_system_attributes", "trials", "trial_params", "trial_values",
+    "trial_intermediate_values", "trial_user_attributes", "trial_system_attributes",
+    "trial_heartbeats", "version_info"})
+
+
+def other_tables(conn: Connection) -> list[str]:
+    """The tables of a database that are neither PyPTO's nor an Optuna study's (SQLite's
+    own excluded): another program's."""
+    return sorted(n for n in inspect(conn).get_table_names()
+                  if not n.startswith((m.PREFIX, "sqlite_")) and n not in OPTUNA_TABLES)
 
 
 def database_error(display: str, e: BaseException) -> DatabaseError:

@@ -35,7 +35,14 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from pypto.db import claims as cl
 from pypto.db import models as m
 from pypto.db import queries as qs
-from pypto.db.engine import ADVISORY_LOCK, database_error, make_engine, schema_state
+from pypto.db.engine import (
+    ADVISORY_LOCK,
+    database_error,
+    make_engine,
+    other_tables,
+    schema_state,
+    use_wal,
+)
 from pypto.db.location import display_url, mask_urls, sqlite_path
 from pypto.db.records import (
     RUN_STATUSES,
@@ -125,11 +132,20 @@ class SQLStore(ScheduleStore):
                 conn.execute(select(func.pg_advisory_xact_lock(ADVISORY_LOCK)))
             state = schema_state(conn, self.display)
             if state == "missing" and write:
+                foreign = other_tables(conn) if self._path is not None else []
+                if foreign:
+                    raise DatabaseError(
+                        f"{self.display} is another program's SQLite database (tables "
+                        f"{', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}): "
+                        "PyPTO will not add its tables to it; choose another file with "
+                        "--db or PYPTO_DB")
                 m.Base.metadata.create_all(conn)
                 conn.execute(m.Base.metadata.tables[m.VERSION_TABLE].insert(),
                              {"version_num": m.SCHEMA_REVISION})
-                state = "ready"
-        self._ready = state == "ready"
+                state = "created"
+        if state == "created" and self._path is not None:
+            use_wal(self._get_engine())
+        self._ready = state in ("ready", "created")
         return self._ready
 
     def close(self) -> None:
