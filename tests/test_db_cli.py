@@ -42,8 +42,8 @@ def db(tmp_path: Path, compiled) -> str:
     wl, target, s = compiled.workloads[0], compiled.target, compiled.schedules[0]
     with open_store(path) as store:
         store.add(wl, target, [
-            Record.measured(wl, target, s, cycles=5000),
-            Record.measured(wl, target, s.replace(l1_depth=1), cycles=4000),
+            Record.measured(wl, target, s, cycles=15000),
+            Record.measured(wl, target, s.replace(l1_depth=1), cycles=14000),
             Record.measured(wl, target, s.replace(l0_depth=1), status="error", error="boom"),
             Record.measured(wl, target, s.replace(l0_depth=3), cycles=10,
                             model_version="sim-0.old"),
@@ -69,15 +69,15 @@ def test_stats_list_show_best(db: str, compiled) -> None:
     assert "records    4" in stats.output and "1 stale record(s)" in stats.output
     listed = invoke("db", "list", "--db", db)
     assert listed.exit_code == 0 and key[:12] in listed.output
-    assert "2/3" in listed.output and "4,000" in listed.output and "(stale)" in listed.output
+    assert "2/3" in listed.output and "14,000" in listed.output and "(stale)" in listed.output
     shown = invoke("db", "show", key[:8], "--db", db)
     assert shown.exit_code == 0 and key in shown.output
-    assert shown.output.index("4,000 cycles") < shown.output.index("5,000 cycles")
+    assert shown.output.index("14,000 cycles") < shown.output.index("15,000 cycles")
     assert "boom" in shown.output
     best = invoke("db", "best", key[:8], "--db", db)
     assert best.exit_code == 0
     name, cycles, schedule = best.output.strip().split("\t")
-    assert (name, cycles) == ("ascend910b", "4000")
+    assert (name, cycles) == ("ascend910b", "14000")
     assert json.loads(schedule)["l1_depth"] == 1
 
 
@@ -176,14 +176,14 @@ def test_json_output_of_stats_list_show_best(db: str, compiled) -> None:
     listed = json.loads(invoke("db", "list", "--db", db, "--json").output)
     current = [row for row in listed if not row["stale"]]
     assert [(r["workload"], r["ok"], r["records"], r["best_cycles"]) for r in current] == \
-        [(key, 2, 3, 4000)]
+        [(key, 2, 3, 14000)]
     shown = json.loads(invoke("db", "show", key[:8], "--db", db, "--json").output)
     assert shown["workload"]["key"] == key and len(shown["records"]) == 4
     ok = [r["cycles"] for r in shown["records"] if r["status"] == "ok"]
-    assert 4000 in ok and 5000 in ok
+    assert 14000 in ok and 15000 in ok
     assert any(r["error"] == "boom" for r in shown["records"])
     best = json.loads(invoke("db", "best", key[:8], "--db", db, "--json").output)
-    assert [(b["target"], b["cycles"]) for b in best] == [("ascend910b", 4000)]
+    assert [(b["target"], b["cycles"]) for b in best] == [("ascend910b", 14000)]
     assert best[0]["schedule"]["l1_depth"] == 1
     none = invoke("db", "best", key[:8], "--db", db, "--json", "--target", "mlu370")
     assert none.exit_code == 1 and "no ok record" in none.output

@@ -58,6 +58,22 @@ def rec(wl: WorkloadInfo, cycles: int | None, tag: int, *, status: str = "ok",
                   model_version=version, target_name=t.name, **kw)  # type: ignore[arg-type]
 
 
+def real_rec(wl: WorkloadInfo, cycles: int | None, tag: int, *, status: str = "ok",
+             target: TargetInfo | None = None) -> Record:
+    """A record an import accepts: a schedule of the workload's own space (sample ``tag``)
+    and cycles above its roofline bound (``cycles`` on top of the bound)."""
+    from pypto.schedule_space import space_for
+    from pypto.sim.roofline import workload_bound
+
+    t = target or TargetInfo.of(TARGET)
+    real_target, workload = load_target(t.name), wl.workload()
+    schedule = space_for(workload, real_target).sample(tag)
+    bound = workload_bound(workload, real_target)
+    return Record(wl.key, t.key, schedule, cycles=None if cycles is None else bound + cycles,
+                  status=status, error=None if status == "ok" else f"{status} #{tag}",
+                  target_name=t.name)
+
+
 def must(record: Record | None) -> Record:
     assert record is not None
     return record
@@ -315,9 +331,9 @@ class TestScheduleStore:
 
     def test_export_then_import_into_an_empty_store(self, store, wls, tmp_path):
         small, mid = wls["small"], wls["mid"]
-        _add(store, small, [rec(small, 900, 0), rec(small, None, 1, status="timeout")])
+        _add(store, small, [real_rec(small, 900, 0), real_rec(small, None, 1, status="timeout")])
         other = TargetInfo.of(OTHER_TARGET)
-        _add(store, mid, [rec(mid, 700, 0, target=other)], target=other)
+        _add(store, mid, [real_rec(mid, 700, 0, target=other)], target=other)
         path = tmp_path / "out" / "log.jsonl"
         assert store.export_jsonl(path) == 3
         with open_store(f"sqlite:///{tmp_path / 'fresh.db'}") as fresh:
@@ -326,7 +342,8 @@ class TestScheduleStore:
             assert fresh.import_jsonl(path).added == 0
             assert must(fresh.best(small.key, TARGET.key)).schedule == \
                 must(store.best(small.key, TARGET.key)).schedule
-            assert must(fresh.best(mid.key, OTHER_TARGET.key)).cycles == 700
+            assert must(fresh.best(mid.key, OTHER_TARGET.key)).cycles == \
+                must(store.best(mid.key, OTHER_TARGET.key)).cycles
             # a log keeps each record's source (issue 14)
             assert {r.source for r in fresh.records()} == {r.source for r in store.records()}
             assert [w.spec for w in fresh.workloads()] == [w.spec for w in store.workloads()]
@@ -336,7 +353,7 @@ class TestScheduleStore:
 
     def test_a_malformed_log_imports_nothing_unless_skip_bad(self, store, wls, tmp_path):
         small = wls["small"]
-        _add(store, small, [rec(small, 900, 0), rec(small, 800, 1)])
+        _add(store, small, [real_rec(small, 900, 0), real_rec(small, 800, 1)])
         good = tmp_path / "good.jsonl"
         store.export_jsonl(good)
         lines = good.read_text().splitlines()
@@ -353,6 +370,17 @@ class TestScheduleStore:
             report = fresh.import_jsonl(bad, skip_bad=True)
             assert (report.added, [n for n, _ in report.skipped]) == (1, [2, 3, 5])
             assert "skipped 3 bad line(s)" in report.describe()
+
+    def test_an_impossible_record_in_a_log_is_refused(self, store, wls, tmp_path):
+        """What ``rec`` makes (a schedule no space has) cannot come in through a log."""
+        small = wls["small"]
+        _add(store, small, [rec(small, 900, 0), real_rec(small, 800, 1)])
+        log = tmp_path / "log.jsonl"
+        store.export_jsonl(log)
+        with open_store(f"sqlite:///{tmp_path / 'fresh.db'}") as fresh:
+            with pytest.raises(LogFormatError, match="not valid for its workload"):
+                fresh.import_jsonl(log)
+            assert fresh.import_jsonl(log, skip_bad=True).added == 1
 
     def test_alembic_migrations_build_the_models_schema(self, url):
         """`pypto db upgrade` on an empty database gives exactly the models' schema, the

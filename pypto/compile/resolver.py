@@ -25,6 +25,7 @@ it (``pypto.db.logs.sync_tuning_logs``).
 from __future__ import annotations
 
 import functools
+import itertools
 import sys
 import warnings
 from collections.abc import Callable
@@ -40,6 +41,7 @@ from pypto.schedule_space import default_schedule
 from pypto.schedule_space.adapt import adapt, valid_as_is
 from pypto.schedule_space.schedule import Schedule
 from pypto.sim import MODEL_VERSION
+from pypto.sim.roofline import workload_bound
 
 if TYPE_CHECKING:
     from pypto.cost_model.model import CostModel
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
     from pypto.targets import Target
 
 NEAREST_CANDIDATES = 3  # tuned shapes tried, closest first, until one adapts validly
+TUNED_CANDIDATES = 16  # a workload's own records tried, fastest first, until one is usable
 
 
 class ScheduleResolver:
@@ -81,11 +84,9 @@ class ScheduleResolver:
 
     def _from_store(self, store: ScheduleStore, wl: Workload,
                     target: Target) -> tuple[Schedule, str] | None:
-        record = store.best(wl.key, target.key, MODEL_VERSION)
-        if record is not None:
-            exact = valid_as_is(wl, target, record.schedule)
-            if exact is not None:
-                return exact, "tuned"
+        tuned = self._tuned(store, wl, target)
+        if tuned is not None:
+            return tuned, "tuned"
         picked = self._model_pick(store, wl, target)
         if picked is not None:
             self._warn(wl, target, "using the cost model's pick among schedules adapted "
@@ -98,6 +99,28 @@ class ScheduleResolver:
             if adapted is not None:
                 self._warn(wl, target, functools.partial(_nearest_note, neighbor))
                 return adapted, "nearest"
+        return None
+
+    def _tuned(self, store: ScheduleStore, wl: Workload, target: Target) -> Schedule | None:
+        """The fastest record's schedule that validates now and is physically possible
+        (not below the roofline bound): a record imported from elsewhere, or measured
+        under other rules, never shadows the good ones behind it."""
+        best = store.best(wl.key, target.key, MODEL_VERSION)
+        if best is None:
+            return None
+        bound = workload_bound(wl, target)
+        first = [best]
+        rest = store.iter_records(workload_key=wl.key, target_key=target.key,
+                                  model_version=MODEL_VERSION, status="ok",
+                                  limit=TUNED_CANDIDATES)
+        for i, record in enumerate(itertools.chain(first, rest)):
+            if i > 0 and record.schedule_key == best.schedule_key:
+                continue
+            if record.cycles is not None and record.cycles < bound:
+                continue
+            schedule = valid_as_is(wl, target, record.schedule)
+            if schedule is not None:
+                return schedule
         return None
 
     def cost_model(self, store: ScheduleStore, target: Target, family: str) -> CostModel | None:

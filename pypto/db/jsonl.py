@@ -24,11 +24,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pypto.db.records import SOURCES, STATUSES, Record, TargetInfo, WorkloadInfo
-from pypto.errors import DatabaseError, LogFormatError, ScheduleError
+from pypto.errors import DatabaseError, LogFormatError, PyptoError, ScheduleError
+from pypto.schedule_space import complete, space_for
 from pypto.schedule_space.schedule import Schedule
+from pypto.schedule_space.space import Space
+from pypto.sim import MODEL_VERSION
+from pypto.sim.roofline import workload_bound
 
 if TYPE_CHECKING:
     from pypto.db.store import ScheduleStore
+    from pypto.ir.workload import Workload
+    from pypto.targets import Target
 
 FORMAT_VERSION = 1
 MAX_LISTED = 10  # bad lines named in an error message
@@ -171,7 +177,11 @@ def import_records(store: ScheduleStore, path: Path, *, skip_bad: bool = False) 
             continue
         lines += 1
         try:
-            good.append(parse_line(line, cache))
+            parsed = parse_line(line, cache)
+            problem = physical_problem(*parsed)
+            if problem is not None:
+                raise ValueError(problem)
+            good.append(parsed)
         except ValueError as e:
             bad.append((number, str(e)))
     if bad and not skip_bad:
@@ -184,6 +194,49 @@ def import_records(store: ScheduleStore, path: Path, *, skip_bad: bool = False) 
     unique = len({(r.workload_key, r.target_key, r.schedule_key, r.model_version)
                   for r, _, _ in good})
     return ImportReport(str(path), lines, added, unique - added, tuple(bad))
+
+
+def physical_problem(record: Record, workload: WorkloadInfo, target: TargetInfo) -> str | None:
+    """Why a record cannot be a measurement on this PyPTO's ``target`` (None if it can):
+    a schedule its workload's space refuses, or cycles below the workload's roofline
+    bound. A record for a target (or version of one) this PyPTO does not know, or of
+    another timing model, is kept as it is: it is never used for lookup."""
+    if record.status != "ok" or record.model_version != MODEL_VERSION:
+        return None
+    known = _known_target(target.name, target.key)
+    if known is None:
+        return None
+    try:
+        wl = _workload(workload.key, workload.spec)
+        violations = _space(wl, known).validate(complete(wl, record.schedule))
+    except PyptoError as e:
+        return f"the schedule does not fit its workload: {e}"
+    if violations:
+        return f"the schedule is not valid for its workload on {target.name}: {violations[0]}"
+    bound = workload_bound(wl, known)
+    if record.cycles is not None and record.cycles < bound:
+        return (f"{record.cycles} cycles is below the workload's roofline bound of {bound} "
+                f"on {target.name}: no schedule can be that fast")
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _workload(key: str, spec: str) -> Workload:
+    return WorkloadInfo.from_spec(spec, key).workload()
+
+
+@functools.lru_cache(maxsize=256)
+def _space(wl: Workload, target: Target) -> Space:
+    return space_for(wl, target)
+
+
+@functools.cache
+def _known_target(name: str, key: str) -> Target | None:
+    from pypto.targets import available_targets, load_target
+
+    if name in available_targets() and load_target(name).key == key:
+        return load_target(name)
+    return None
 
 
 def _field(obj: dict[str, Any], name: str, kind: type, where: str = "") -> Any:

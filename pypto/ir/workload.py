@@ -183,10 +183,44 @@ def workload_from_json(spec: str | dict[str, Any]) -> Workload:
         nodes = tuple(WNode(str(n["op"]), tuple(int(a) for a in n["args"]), _attrs(n["attrs"]),
                             tuple(int(d) for d in n["shape"]), str(n["dtype"]))
                       for n in data["nodes"])
-        return Workload(str(data["family"]), inputs, nodes,
-                        tuple(int(o) for o in data["outputs"]), _attrs(data["attrs"]))
+        wl = Workload(str(data["family"]), inputs, nodes,
+                      tuple(int(o) for o in data["outputs"]), _attrs(data["attrs"]))
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         raise ValueError(f"not a workload spec ({type(e).__name__}: {e})") from None
+    problem = _structure_problem(wl)
+    if problem is not None:
+        raise ValueError(f"not a workload spec: {problem}")
+    return wl
+
+
+#: Element counts a spec may give (as ``pypto.spec`` accepts).
+_MAX_ELEMENTS = 2**48
+
+
+def _structure_problem(wl: Workload) -> str | None:
+    """What makes ``wl`` no workload a trace could give (None if nothing): nodes that read
+    later nodes or none, outputs or inputs out of range, unknown dtypes, bad shapes."""
+    from pypto.ir.dtypes import BY_NAME
+
+    if not wl.nodes or not wl.outputs:
+        return "it has no nodes or no outputs"
+    shapes = [("input", i, s.shape, s.dtype) for i, s in enumerate(wl.inputs)]
+    shapes += [("node", i, n.shape, n.dtype) for i, n in enumerate(wl.nodes)]
+    for kind, i, shape, dtype in shapes:
+        if dtype not in BY_NAME:
+            return f"{kind} {i} has dtype {dtype!r}"
+        if any(d < 0 or d >= _MAX_ELEMENTS for d in shape) or math.prod(shape) >= _MAX_ELEMENTS:
+            return f"{kind} {i} has shape {list(shape)}"
+    for i, n in enumerate(wl.nodes):
+        if any(a < 0 or a >= i for a in n.args):
+            return f"node {i} ({n.op}) reads node(s) {list(n.args)}, not earlier ones"
+        if n.op == "load":
+            source = n.attr("input")
+            if not isinstance(source, int) or not 0 <= source < len(wl.inputs):
+                return f"node {i} loads input {source!r} of {len(wl.inputs)}"
+    if any(o < 0 or o >= len(wl.nodes) for o in wl.outputs):
+        return f"outputs {list(wl.outputs)} name nodes it does not have ({len(wl.nodes)})"
+    return None
 
 
 def _attrs(d: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
