@@ -26,22 +26,25 @@ from pypto.targets import Target
 
 T = TypeVar("T")
 
-#: The most instructions lowering builds for one program (about 3 GB while it is built);
+#: The most instructions lowering builds for one program (about 2 GB while it is built);
 #: the largest packaged-target GEMMs people run (8192^3 fp16) take about 2.5 million.
-MAX_INSTRUCTIONS = 2**25
+MAX_INSTRUCTIONS = 2**24
 
 
 def check_cube_work(wl: Workload, s: Any, blocks: int, k_chunks: int) -> None:
     """Refuse, before anything is built, a schedule whose K loop would emit more than
-    ``MAX_INSTRUCTIONS``: ``blocks`` output blocks of ``k_chunks`` K chunks each, at
-    least three instructions a chunk (its two loads and an MMAD)."""
-    estimate = 3 * blocks * k_chunks
+    ``MAX_INSTRUCTIONS``: ``blocks`` output blocks of ``k_chunks`` K chunks each; a chunk
+    is its two L1 loads, and per ``k0`` step its L0A/L0B copies and one MMAD per MMAD
+    sub-block (the flags between them come on top: this is a lower bound)."""
+    steps = -(-s["k1"] // s["k0"])
+    per_chunk = 2 + steps * (2 + s.get("m0_parts", 1) * s.get("n0_parts", 1))
+    estimate = blocks * k_chunks * per_chunk
     if estimate > MAX_INSTRUCTIONS:
         raise UnsupportedError(
-            f"{wl.describe()}: schedule m1={s['m1']}, n1={s['n1']}, "
-            f"k1={s['k1']} makes {blocks:,} blocks of {k_chunks:,} K chunks, over "
-            f"{estimate:,} instructions (at most {MAX_INSTRUCTIONS:,}): give larger m1, n1 "
-            "and k1 tiles, or split the work into smaller kernels")
+            f"{wl.describe()}: schedule m1={s['m1']}, n1={s['n1']}, k1={s['k1']}, "
+            f"k0={s['k0']} makes {blocks:,} blocks of {k_chunks:,} K chunks, over "
+            f"{estimate:,} instructions (at most {MAX_INSTRUCTIONS:,}): give larger m1, n1, "
+            "k1 and k0 tiles, or split the work into smaller kernels")
 
 
 def software_pipeline(sb: StreamBuilder, chunks: Sequence[T], l1_depth: int,
