@@ -28,6 +28,7 @@ own model, trained on what its study holds.
 
 from __future__ import annotations
 
+import random
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
     from pypto.cost_model.model import CostModel
     from pypto.db import ScheduleStore
-    from pypto.schedule_space import Schedule
+    from pypto.schedule_space import Schedule, Space
     from pypto.tuner.tasks import Task
 
 #: uniform valid samples the pool keeps (unmeasured), and new ones drawn per round
@@ -79,6 +80,7 @@ class Strategy(base.Strategy):
         self.started = False                 # the space-filling batch was made
         self.fitted_on = 0                   # measurements at the last fit (0: none)
         self.fits = 0
+        self._walker: _CachedNeighbors | None = None
 
     def sampler(self) -> optuna.samplers.BaseSampler:
         import optuna
@@ -233,12 +235,11 @@ class Strategy(base.Strategy):
         ``elites`` (best first); in a fixed order for a seeded run."""
         from pypto.tuner.mutation import mutate
 
-        space = self.space
         self._top_up_samples(known, FRESH_SAMPLES if self.samples else POOL_SAMPLES)
         pool: dict[str, Schedule] = dict(self.samples)
         if elites:
             for _ in range(MUTATIONS):
-                m = mutate(space, elites, known, self.rng, walks=2)
+                m = mutate(self.walker, elites, known, self.rng, walks=2)
                 if m is None:
                     break
                 pool.setdefault(m.key, m)
@@ -248,6 +249,13 @@ class Strategy(base.Strategy):
                     if child is not None and child.key not in known:
                         pool.setdefault(child.key, child)
         return list(pool.values())
+
+    @property
+    def walker(self) -> _CachedNeighbors:
+        """The space, its neighbourhoods remembered (walks from the top-k revisit them)."""
+        if self._walker is None or self._walker.space is not self.space:
+            self._walker = _CachedNeighbors(self.space)
+        return self._walker
 
     def _crossover(self, elites: list[Schedule]) -> Schedule | None:
         """Each axis from one of two elites; None if the child breaks a constraint."""
@@ -299,3 +307,20 @@ def _index(choices: Any, value: Any) -> int:
         if c == value and type(c) is type(value):
             return i
     return 0
+
+
+class _CachedNeighbors:
+    """``Space.neighbors`` remembered per schedule (each costs a validation per step)."""
+
+    def __init__(self, space: Space) -> None:
+        self.space = space
+        self._around: dict[str, list[Schedule]] = {}
+
+    def neighbors(self, schedule: Schedule) -> list[Schedule]:
+        around = self._around.get(schedule.key)
+        if around is None:
+            around = self._around[schedule.key] = self.space.neighbors(schedule)
+        return around
+
+    def sample(self, rng: random.Random) -> Schedule:
+        return self.space.sample(rng)
