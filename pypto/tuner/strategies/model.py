@@ -7,11 +7,15 @@ with some exploration, is measured (DESIGN §7-§8).
   schedules first (``pypto.tuner.transfer``); this strategy then adds a small
   space-filling batch: the model's favourite among a uniform sample, then the samples
   farthest (in axis-index space) from everything measured or picked.
-- Rounds: a pool of unmeasured valid candidates (uniform samples of the space kept from
-  round to round and topped up, neighbour-walk mutations of the top-k
-  (``pypto.tuner.mutation``), uniform crossovers of the top-k), scored by the model; the
-  next ``BATCH`` picks are the top of the ranking, each slot a uniform pick from the pool
-  instead with probability ``EPSILON``.
+- Rounds: a pool of unmeasured valid candidates, scored by the model: local ones (the
+  neighbours of the best, neighbour-walk mutations of the top-k
+  (``pypto.tuner.mutation``), uniform crossovers of the top-k) and uniform samples of the
+  space, kept from round to round and topped up. Of the next ``BATCH`` picks, the first
+  ``LOCAL_SHARE`` are the best-scored local candidates, the others the best-scored of the
+  whole pool; each slot is instead, with probability ``EPSILON``, a uniform pick among
+  the local candidates (exploration where it pays: on the GEMMs of
+  ``benchmarks/tuner_quality.py`` exploration over the whole pool left runs stuck near
+  the default, 0.88 of the optimum after 100 trials, where local picks reached 0.99).
 - Retraining: on this task's measurements (the study's finished trials: this run's, the
   database's, peers') plus the stored ``ok`` records of the other workloads of the same
   target and family (one query group each), every round while the task has fewer than
@@ -53,7 +57,11 @@ CROSSOVERS = 150
 TOP_K = 8
 #: schedules measured per round, and the chance that a slot is a uniform pick instead
 BATCH = 8
-EPSILON = 0.1
+EPSILON = 0.3
+#: the share of a batch that goes to the best-scored local candidates (around the top-k)
+LOCAL_SHARE = 0.5
+#: the chance that an exploring slot picks among the local candidates, not the whole pool
+EXPLORE_LOCAL = 1.0
 #: the space-filling batch of a cold start without a stored model, and with one
 INITIAL = 6
 INITIAL_STORED = 2
@@ -205,17 +213,26 @@ class Strategy(base.Strategy):
                 return True
         self._refit(schedules, cycles)
         order = np.argsort(np.asarray(cycles), kind="stable")[:TOP_K]
-        pool = self._pool([schedules[i] for i in order], known)
+        pool, n_local = self._pool([schedules[i] for i in order], known)
         if not pool:
             return False
         scores = self._score(pool)
         ranking = [int(i) for i in np.argsort(-scores, kind="stable")]
         taken: set[int] = set()
-        for _ in range(min(BATCH, len(pool))):
+        local_slots = round(LOCAL_SHARE * BATCH)
+        for slot in range(min(BATCH, len(pool))):
             if self.rng.random() < EPSILON:
-                pick = self.rng.choice([i for i in range(len(pool)) if i not in taken])
+                # exploration: a uniform pick, among the local candidates when there are
+                # (a random neighbour of the best is worth more than a random point)
+                free = [i for i in range(n_local) if i not in taken] \
+                    if self.rng.random() < EXPLORE_LOCAL else []
+                pick = self.rng.choice(free or [i for i in range(len(pool)) if i not in taken])
             else:
-                pick = next(i for i in ranking if i not in taken)
+                # the first slots go to the best-scored local candidates (refining around
+                # the best measured), the others to the best of the whole pool
+                local = slot < local_slots and any(
+                    i < n_local and i not in taken for i in ranking)
+                pick = next(i for i in ranking if i not in taken and (i < n_local or not local))
             taken.add(pick)
             self.scores[pool[pick].key] = float(scores[pick])
             self.batch.append(pool[pick])
@@ -230,25 +247,31 @@ class Strategy(base.Strategy):
             if s.key not in known:
                 self.samples.setdefault(s.key, s)
 
-    def _pool(self, elites: list[Schedule], known: set[str]) -> list[Schedule]:
-        """Unmeasured valid candidates: kept samples, mutations and crossovers of
-        ``elites`` (best first); in a fixed order for a seeded run."""
+    def _pool(self, elites: list[Schedule], known: set[str]) -> tuple[list[Schedule], int]:
+        """Unmeasured valid candidates and how many of them, first, are local: the
+        neighbours of the best, mutations and crossovers of ``elites`` (best first); then
+        the kept uniform samples. In a fixed order for a seeded run."""
         from pypto.tuner.mutation import mutate
 
         self._top_up_samples(known, FRESH_SAMPLES if self.samples else POOL_SAMPLES)
-        pool: dict[str, Schedule] = dict(self.samples)
+        local: dict[str, Schedule] = {}
         if elites:
+            for n in self.walker.neighbors(elites[0]):
+                if n.key not in known:
+                    local.setdefault(n.key, n)
             for _ in range(MUTATIONS):
                 m = mutate(self.walker, elites, known, self.rng, walks=2)
                 if m is None:
                     break
-                pool.setdefault(m.key, m)
+                local.setdefault(m.key, m)
             if len(elites) > 1:
                 for _ in range(CROSSOVERS):
                     child = self._crossover(elites)
                     if child is not None and child.key not in known:
-                        pool.setdefault(child.key, child)
-        return list(pool.values())
+                        local.setdefault(child.key, child)
+        pool = list(local.values())
+        pool += [s for key, s in self.samples.items() if key not in local]
+        return pool, len(local)
 
     @property
     def walker(self) -> _CachedNeighbors:
