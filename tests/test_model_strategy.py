@@ -6,6 +6,7 @@ one; ``pypto db stats`` shows how well the scores ranked what was measured."""
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 from typing import Any
@@ -133,6 +134,11 @@ def test_every_record_carries_the_models_score(task: Any, tmp_path: Path) -> Non
     assert out.exit_code == 0, out.output
     assert "cost-model predictions" in out.output and "vector" in out.output
     assert f"{q.spearman:+.2f}" in out.output and "40 records" in out.output
+    shown = runner.invoke(app, ["db", "stats", "--db", url, "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output)["predictions"] == [
+        {"target": q.target_name, "family": "vector", "workloads": 1, "records": 40,
+         "spearman": q.spearman, "worst": q.worst}]
 
     # a JSONL log keeps the scores: export -> import -> export is byte-identical
     first, second = tmp_path / "1.jsonl", tmp_path / "2.jsonl"
@@ -148,8 +154,6 @@ def test_every_record_carries_the_models_score(task: Any, tmp_path: Path) -> Non
 
 
 def test_a_record_refuses_a_score_that_is_no_number(task: Any) -> None:
-    import json
-
     from pypto.db import Record, WorkloadInfo
     from pypto.db.jsonl import parse_line, record_to_json
 
