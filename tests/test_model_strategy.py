@@ -243,3 +243,33 @@ def test_runs_with_workers(tmp_path: Path) -> None:
         recs = store.records()
     assert len(recs) == 24 and len({r.schedule_key for r in recs}) == 24
     assert all(r.model_score is not None for r in recs)
+
+
+def test_a_revision_0002_database_upgrades_and_keeps_its_records(task: Any,
+                                                                  tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from sqlalchemy import create_engine, inspect
+
+    from pypto.db import Record, TargetInfo, WorkloadInfo, migrate, models
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    assert migrate.upgrade(url, "0002") == (None, "0002")
+
+    engine = create_engine(url)
+    assert "model_score" not in {c["name"] for c in inspect(engine).get_columns("pypto_records")}
+    engine.dispose()
+    assert migrate.upgrade(url) == ("0002", models.SCHEMA_REVISION)
+    store = open_store(url)
+    default = task.space.default()
+    old = Record.measured(task.workload, task.target, default, cycles=100)
+    neighbour = task.space.neighbors(default)[0]
+    new = Record.measured(task.workload, task.target, neighbour, cycles=90, model_score=-0.5)
+
+    assert store.add_records([old, new], workloads=[WorkloadInfo.of(task.workload)],
+                             targets=[TargetInfo.of(task.target)]) == 2
+    got = {r.schedule_key: r.model_score for r in store.records()}
+    assert got == {default.key: None, neighbour.key: -0.5}
+    # a replaced record takes the new score
+    store.add_records([replace(old, model_score=1.5)], replace=True)
+    assert {r.schedule_key: r.model_score for r in store.records()}[default.key] == 1.5
