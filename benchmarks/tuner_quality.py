@@ -15,9 +15,9 @@ softmax), on one target:
    and the trials to reach 95% and 99% of the optimum; then per strategy over all runs.
 
 A strategy is taken by its registered name (``pypto.tuner.strategies``), so one added
-later (``model``) runs with ``--strategies random,tpe,model``.
+later runs by its name; the default set is ``random,tpe,model``.
 
-    python benchmarks/tuner_quality.py [--quick] [--strategies random,tpe] [--seeds 3]
+    python benchmarks/tuner_quality.py [--quick] [--strategies random,tpe,model] [--seeds 3]
         [--trials 200] [--names square_1024,bert_softmax_s512] [--target ascend910b]
 
 Prints a table and writes benchmarks/results/tuner_quality.json (``--out`` to change).
@@ -267,7 +267,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true",
                     help="4 workloads, 50 trials, 2 seeds, a smaller optimum search")
-    ap.add_argument("--strategies", default="random,tpe",
+    ap.add_argument("--strategies", default="random,tpe,model",
                     help="comma-separated registered strategy names")
     ap.add_argument("--seeds", type=int, default=None)
     ap.add_argument("--trials", type=int, default=None)

@@ -174,7 +174,8 @@ def tune(file: FileArg, kernel: KernelOpt = None, target: TargetOpt = None,
              "--trials", "-n", help="Measured trials each workload should have on the target "
                                     "in total (a rerun measures only the remainder).")] = 100,
          strategy: Annotated[str, typer.Option(
-             "--strategy", "-s", help="Search strategy: random, tpe, grid, gp, cmaes.")] = "tpe",
+             "--strategy", "-s", help="Search strategy: random, tpe, grid, gp, cmaes, model (a "
+                                    "learned cost model ranks candidate pools).")] = "model",
          db: Annotated[str | None, typer.Option(
              help="Schedule database URL (default: $PYPTO_DB, else "
                   "tuning_logs/pypto.db).")] = None,

@@ -90,14 +90,21 @@ def _version_note(version: str) -> str:
 @db_app.command()
 def stats(db: DbOpt = None, as_json: JsonOpt = False) -> None:
     """Counts of workloads, targets, records (by status and model version), runs."""
+    from pypto.db.cost_models import RECENT, prediction_quality
+
     with _store(db) as store:
         s = store.stats()
+        quality = prediction_quality(store) if s.exists else []
         if as_json:
             _echo_json({"url": s.url, "exists": s.exists, "workloads": s.workloads,
                         "targets": s.targets, "records": s.records, "runs": s.runs,
                         "cost_models": s.cost_models, "by_status": dict(s.by_status),
                         "by_model_version": dict(s.by_model_version),
-                        "current_model_version": _current(), "stale": s.stale()})
+                        "current_model_version": _current(), "stale": s.stale(),
+                        "predictions": [{"target": q.target_name, "family": q.family,
+                                         "workloads": q.workloads, "records": q.records,
+                                         "spearman": q.spearman, "worst": q.worst}
+                                        for q in quality]})
             return
         if not s.exists:
             typer.echo(f"{s.url}: no database yet (nothing tuned; `pypto tune FILE` or "
@@ -111,6 +118,13 @@ def stats(db: DbOpt = None, as_json: JsonOpt = False) -> None:
         for version, n in s.by_model_version:
             typer.echo(f"  {version:<20} {n}{_version_note(version)}")
         typer.echo(f"runs       {s.runs}\ncost models {s.cost_models}")
+        if quality:
+            typer.echo(f"cost-model predictions (Spearman of score and speed per workload, "
+                       f"its {RECENT} newest scored records; median, worst):")
+            for q in quality:
+                typer.echo(f"  {q.target_name} {q.family:<8} {q.spearman:+.2f} "
+                           f"(worst {q.worst:+.2f}) over {q.workloads} workload(s), "
+                           f"{q.records} records")
         if s.stale():
             typer.echo(f"{s.stale()} stale record(s) are kept but not used for lookup; "
                        "`pypto db prune --stale` deletes them")

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -137,3 +139,52 @@ def retrain_if_grown(store: ScheduleStore, target: Target, family: str,
         except CostModelError:
             return current
     return current
+
+
+#: the most recent records per workload that ``prediction_quality`` reads
+RECENT = 200
+MIN_SCORED = 3   # per workload: fewer give no rank correlation worth showing
+
+
+@dataclass(frozen=True)
+class PredictionQuality:
+    """How well the ``model`` strategy's predictions ranked what was then measured, for one
+    (target, op family): Spearman's rank correlation of each record's ``model_score`` with
+    its speed, per workload over its ``RECENT`` newest scored ``ok`` records, and the
+    median over the ``workloads`` that have ``MIN_SCORED`` of them (``records`` in all).
+    Scores are comparable within one workload only, hence per workload."""
+
+    target_name: str
+    family: str
+    workloads: int
+    records: int
+    spearman: float
+    worst: float
+
+
+def prediction_quality(store: ScheduleStore, recent: int = RECENT) -> list[PredictionQuality]:
+    """``PredictionQuality`` per (target, family) of the current timing model's records that
+    carry a ``model_score``; sorted by target name and family."""
+    from pypto.cost_model.metrics import spearman
+
+    families = {w.key: w.family for w in store.workloads()}
+    scored: dict[tuple[str, str], list[tuple[datetime, float, int]]] = {}
+    names: dict[str, str] = {}
+    for r in store.iter_records(model_version=MODEL_VERSION, status="ok"):
+        if r.model_score is None or r.cycles is None:
+            continue
+        names[r.target_key] = r.target_name
+        when = r.created_at or datetime.min.replace(tzinfo=UTC)
+        scored.setdefault((r.workload_key, r.target_key), []).append(
+            (when, r.model_score, r.cycles))
+    per: dict[tuple[str, str], list[tuple[float, int]]] = {}
+    for (wk, tk), rows in scored.items():
+        rows = sorted(rows, key=lambda row: row[0])[-recent:]
+        if len(rows) < MIN_SCORED:
+            continue
+        rho = spearman(np.array([s for _, s, _ in rows]), np.array([c for _, _, c in rows]))
+        per.setdefault((names[tk], families.get(wk, "?")), []).append((rho, len(rows)))
+    return [PredictionQuality(target, family, len(v), sum(n for _, n in v),
+                              float(np.median([rho for rho, _ in v])),
+                              float(min(rho for rho, _ in v)))
+            for (target, family), v in sorted(per.items())]

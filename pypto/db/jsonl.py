@@ -58,7 +58,7 @@ class ImportReport:
 
 
 def record_to_json(record: Record, workload: WorkloadInfo) -> dict[str, Any]:
-    return {
+    line: dict[str, Any] = {
         "version": FORMAT_VERSION,
         "workload": {"key": workload.key, "family": workload.family,
                      "family_key": workload.family_key, "flops": workload.flops,
@@ -74,6 +74,11 @@ def record_to_json(record: Record, workload: WorkloadInfo) -> dict[str, Any]:
         "source": record.source,
         "created_at": record.created_at.isoformat() if record.created_at else None,
     }
+    # only records the ``model`` strategy measured carry a score: logs of the others stay
+    # as they were
+    if record.model_score is not None:
+        line["model_score"] = record.model_score
+    return line
 
 
 def export_records(store: ScheduleStore, path: Path) -> int:
@@ -150,11 +155,16 @@ def parse_line(text: str, cache: dict[str, WorkloadInfo] | None = None
             created_at = datetime.fromisoformat(_field(obj, "created_at", str))
         except ValueError:
             raise ValueError(f"created_at {created_at!r} is not an ISO 8601 time") from None
+    model_score = obj.get("model_score")
+    if model_score is not None and (isinstance(model_score, bool)
+                                    or not isinstance(model_score, (int, float))):
+        raise ValueError(f"model_score {model_score!r} must be a number or null")
     try:
         record = Record(key, target_key, schedule, cycles=cycles, status=status, error=error,
                         model_version=_field(obj, "model_version", str),
                         source=source, pypto_version=str(obj.get("pypto_version") or "?"),
-                        target_name=target.name, created_at=created_at)
+                        target_name=target.name, created_at=created_at,
+                        model_score=None if model_score is None else float(model_score))
     except ValueError as e:
         raise ValueError(str(e)) from None
     return record, workload, target

@@ -29,7 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 #: The Alembic revision this code's models correspond to (``migrations/versions``).
-SCHEMA_REVISION = "0002"
+SCHEMA_REVISION = "0003"
 #: Our Alembic version table (Optuna's Alembic uses the default ``alembic_version``).
 VERSION_TABLE = "pypto_alembic_version"
 PREFIX = "pypto_"
@@ -136,6 +136,8 @@ class RecordRow(Base):
         ForeignKey("pypto_runs.id", ondelete="SET NULL"), index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # the cost model's score when the ``model`` strategy proposed the schedule (revision 0003)
+    model_score: Mapped[float | None] = mapped_column(Float)
 
 
 class ClaimRow(Base):

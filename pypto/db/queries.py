@@ -16,7 +16,8 @@ from pypto.schedule_space.schedule import Schedule
 RECORD_COLUMNS = (m.RecordRow.id, m.RecordRow.schedule, m.RecordRow.cycles, m.RecordRow.status,
                    m.RecordRow.error, m.RecordRow.model_version, m.RecordRow.source,
                    m.RecordRow.pypto_version, m.RecordRow.run_id, m.RecordRow.created_at,
-                   m.RecordRow.updated_at, m.WorkloadRow.key, m.TargetRow.key, m.TargetRow.name)
+                   m.RecordRow.updated_at, m.WorkloadRow.key, m.TargetRow.key, m.TargetRow.name,
+                   m.RecordRow.model_score)
 
 
 WORKLOAD_COLUMNS = (m.WorkloadRow.key, m.WorkloadRow.family_key, m.WorkloadRow.family,
@@ -72,7 +73,7 @@ def to_record(row: Any) -> Record:
                   schedule=Schedule.from_json(row[1]), cycles=row[2], status=row[3],
                   error=row[4], model_version=row[5], source=row[6], pypto_version=row[7],
                   target_name=row[13], run_id=row[8], created_at=utc(row[9]),
-                  updated_at=utc(row[10]))
+                  updated_at=utc(row[10]), model_score=row[14])
 
 
 def to_workload(row: Any) -> WorkloadInfo:

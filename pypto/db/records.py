@@ -116,8 +116,16 @@ class Record:
     run_id: int | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    #: the cost model's score for the schedule when the ``model`` strategy proposed it
+    #: (higher: predicted faster; comparable within one workload), None otherwise
+    model_score: float | None = None
 
     def __post_init__(self) -> None:
+        score = self.model_score
+        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))
+                                  or not math.isfinite(score)):
+            raise ValueError(f"a record's model_score must be a finite number or None, got "
+                             f"{self.model_score!r}")
         if not isinstance(self.schedule, Schedule):
             object.__setattr__(self, "schedule", Schedule(self.schedule))
         if self.status not in STATUSES:
@@ -139,10 +147,11 @@ class Record:
     @staticmethod
     def measured(wl: Workload, target: Target, schedule: Schedule, *, cycles: int | None = None,
                  status: str = "ok", error: str | None = None, source: str = "tune",
-                 run_id: int | None = None, model_version: str = MODEL_VERSION) -> Record:
+                 run_id: int | None = None, model_version: str = MODEL_VERSION,
+                 model_score: float | None = None) -> Record:
         """A record for ``schedule`` of ``wl`` on ``target`` (current model version)."""
         return Record(wl.key, target.key, schedule, cycles, status, error, model_version,
-                      source, pypto_version(), target.name, run_id)
+                      source, pypto_version(), target.name, run_id, model_score=model_score)
 
 
 @dataclass(frozen=True)

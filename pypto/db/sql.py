@@ -186,7 +186,8 @@ class SQLStore(ScheduleStore):
                      "schedule_key": sk, "status": r.status, "cycles": r.cycles,
                      "error": r.error, "model_version": mv, "pypto_version": r.pypto_version,
                      "source": r.source, "run_id": r.run_id,
-                     "created_at": r.created_at or now, "updated_at": now}
+                     "created_at": r.created_at or now, "updated_at": now,
+                     "model_score": r.model_score}
                     for (wk, tk, sk, mv), (r, text) in unique.items()]
             if not rows:
                 return 0
@@ -196,7 +197,7 @@ class SQLStore(ScheduleStore):
                 stmt = stmt.on_conflict_do_update(index_elements=conflict, set_={
                     c: stmt.excluded[c] for c in ("schedule", "status", "cycles", "error",
                                                   "pypto_version", "source", "run_id",
-                                                  "updated_at")})
+                                                  "updated_at", "model_score")})
             else:
                 stmt = stmt.on_conflict_do_nothing(index_elements=conflict)
             result = conn.execute(stmt.returning(m.RecordRow.id), rows)

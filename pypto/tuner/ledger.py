@@ -52,14 +52,16 @@ class Ledger:
         ok = [r for r in self._measured.values() if r.status == "ok" and r.cycles is not None]
         return [r.schedule for r in heapq.nsmallest(k, ok, key=lambda r: r.cycles or 0)]
 
-    def record(self, schedule: Schedule, m: Measurement) -> Record:
-        """This worker's trial of ``schedule``: kept, counted, committed in its turn."""
+    def record(self, schedule: Schedule, m: Measurement, *,
+               model_score: float | None = None) -> Record:
+        """This worker's trial of ``schedule``: kept, counted, committed in its turn;
+        ``model_score``: what the strategy's cost model predicted for it."""
         from pypto.db import Record
 
         res = self.res
         rec = Record.measured(self.task.workload, self.task.target, schedule,
                               cycles=m.cycles if m.ok else None, status=m.status,
-                              error=m.error, run_id=res.run_id)
+                              error=m.error, run_id=res.run_id, model_score=model_score)
         self._measured[schedule.key] = rec
         res.order.append(schedule.key)
         res.trials_run += 1

@@ -164,6 +164,7 @@ class _Tuner:
         owned = run_id is None
         res.run_id = run_id if run_id is not None else self._start_run()
         self.shared = storage is not None
+        self.strategy.use_store(store)
         self.strategy.start(task, storage, self.ledger.records(),
                             warm=self.options.warm)
         run_status = "done"
@@ -228,7 +229,8 @@ class _Tuner:
         elif claim.status == ClaimOutcome.CLAIMED:
             m = self.measurer(default)
             if m.counts:
-                rec = self.ledger.record(default, m)
+                rec = self.ledger.record(default, m,
+                                         model_score=self.strategy.predicted_score(default))
                 self.ledger.update_best(rec)
                 self.ledger.commit()
             else:
@@ -395,7 +397,9 @@ class _Tuner:
                          claim: ClaimResult) -> None:
         """Record a trial, tell the strategy its cycles (or that it failed), and count the
         trials since the best."""
-        improved = self.ledger.update_best(self.ledger.record(schedule, m))
+        rec = self.ledger.record(schedule, m,
+                                 model_score=self.strategy.predicted_score(schedule))
+        improved = self.ledger.update_best(rec)
         if m.ok:
             self.strategy.tell(proposal, m.cycles or 0)
         else:

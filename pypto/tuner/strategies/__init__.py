@@ -24,6 +24,7 @@ STRATEGIES = {
     "grid": "grid",
     "gp": "gp",
     "cmaes": "cmaes",
+    "model": "model",
 }
 
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import optuna
 
-    from pypto.db import Claim, Record
+    from pypto.db import Claim, Record, ScheduleStore
     from pypto.schedule_space import Schedule, Space
     from pypto.tuner.tasks import Task
 
@@ -73,6 +73,16 @@ class Strategy:
         from pypto.tuner.study import open_study
 
         self.bind(task, open_study(task, self, storage, records, warm=warm))
+
+    def use_store(self, store: ScheduleStore) -> None:
+        """The schedule database of the run, before ``start`` (a strategy that learns from
+        other workloads' records, or loads a stored cost model, keeps it; others ignore
+        it)."""
+
+    def predicted_score(self, schedule: Schedule) -> float | None:
+        """What this strategy's cost model predicted for ``schedule`` when it was proposed
+        (stored with its record), or None: the strategy has no model."""
+        return None
 
     def bind(self, task: Task, study: optuna.Study) -> None:
         """Propose schedules of ``task`` from ``study`` (opened by the caller)."""

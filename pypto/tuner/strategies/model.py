@@ -1,0 +1,349 @@
+"""``model``: a learned cost model ranks large candidate pools, and the top of the ranking,
+with some exploration, is measured (DESIGN §7-§8).
+
+- Cold start: the stored (target, family) model if the database has one
+  (``pypto.db.cost_models.load_from_store``), else an untrained ``CostModel``, which
+  ranks by the analytic prior. The loop measures the default and queues the transferred
+  schedules first (``pypto.tuner.transfer``); this strategy then adds a small
+  space-filling batch: the model's favourite among a uniform sample, then the samples
+  farthest (in axis-index space) from everything measured or picked.
+- Rounds: a pool of unmeasured valid candidates, scored by the model: local ones (the
+  neighbours of the best, neighbour-walk mutations of the top-k
+  (``pypto.tuner.mutation``), uniform crossovers of the top-k) and uniform samples of the
+  space, kept from round to round and topped up. Of the next ``BATCH`` picks, the first
+  ``LOCAL_SHARE`` are the best-scored local candidates, the others the best-scored of the
+  whole pool; each slot is instead, with probability ``EPSILON``, a uniform pick among
+  the local candidates (exploration where it pays: on the GEMMs of
+  ``benchmarks/tuner_quality.py`` exploration over the whole pool left runs stuck near
+  the default, 0.88 of the optimum after 100 trials, where local picks reached 0.99).
+- Retraining: on this task's measurements (the study's finished trials: this run's, the
+  database's, peers') plus the stored ``ok`` records of the other workloads of the same
+  target and family (one query group each), every round while the task has fewer than
+  ``EARLY`` measurements, then whenever they grew by 20% (``should_retrain``).
+
+Each pick is enqueued into the study and asked (``enqueue_trial``), so it is an Optuna
+trial and a database record like any other strategy's; a trial queued by the loop or a
+peer is taken first. The score the model gave a schedule when it was proposed is kept
+and stored with its record (``predicted_score``), beside the measured cycles.
+Randomness comes from the strategy's seeded generator and XGBoost trains on one thread,
+so a seeded single-process run is reproducible; with ``--workers`` each worker keeps its
+own model, trained on what its study holds.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pypto.tuner.strategies import base
+
+if TYPE_CHECKING:
+    import optuna
+
+    from pypto.cost_model.model import CostModel
+    from pypto.db import ScheduleStore
+    from pypto.schedule_space import Schedule, Space
+    from pypto.tuner.tasks import Task
+
+#: uniform valid samples the pool keeps (unmeasured), and new ones drawn per round
+POOL_SAMPLES = 1000
+FRESH_SAMPLES = 100
+#: neighbour-walk mutations and crossovers of the top-k per round
+MUTATIONS = 150
+CROSSOVERS = 150
+TOP_K = 8
+#: schedules measured per round, and the chance that a slot is a uniform pick instead
+BATCH = 8
+EPSILON = 0.3
+#: the share of a batch that goes to the best-scored local candidates (around the top-k)
+LOCAL_SHARE = 0.5
+#: the chance that an exploring slot picks among the local candidates, not the whole pool
+EXPLORE_LOCAL = 1.0
+#: the space-filling batch of a cold start without a stored model, and with one
+INITIAL = 6
+INITIAL_STORED = 2
+#: below this many measurements of the task, retrain every round; fewer than MIN_FIT:
+#: not at all (the prior or the stored model ranks)
+EARLY = 48
+MIN_FIT = 4
+#: boosting rounds of the models trained during a run (a few hundred samples)
+FIT_ROUNDS = 150
+
+
+class Strategy(base.Strategy):
+    name = "model"
+
+    def __init__(self, seed: int | None) -> None:
+        super().__init__(seed)
+        self.store: ScheduleStore | None = None
+        self.model: CostModel | None = None
+        self.stored = False                  # the model came from the database
+        self.others: list[tuple[np.ndarray, np.ndarray]] = []   # other workloads' data
+        self.batch: deque[Schedule] = deque()
+        self.scores: dict[str, float] = {}   # schedule key -> score when proposed
+        self.samples: dict[str, Schedule] = {}
+        self.started = False                 # the space-filling batch was made
+        self.fitted_on = 0                   # measurements at the last fit (0: none)
+        self.fits = 0
+        self._walker: _CachedNeighbors | None = None
+
+    def sampler(self) -> optuna.samplers.BaseSampler:
+        import optuna
+
+        return optuna.samplers.RandomSampler(seed=self.seed)
+
+    # -- the model ------------------------------------------------------------------------
+    def use_store(self, store: ScheduleStore) -> None:
+        self.store = store
+
+    def bind(self, task: Task, study: optuna.Study) -> None:
+        super().bind(task, study)
+        self._cold_start(task)
+
+    def _cold_start(self, task: Task) -> None:
+        """The stored model of (target, family), else the analytic prior; and the other
+        workloads' records to train on."""
+        from pypto.cost_model.model import CostModel
+        from pypto.db.cost_models import load_from_store, training_groups
+        from pypto.errors import CostModelError
+
+        family = task.workload.family
+        model = None
+        if self.store is not None:
+            try:
+                model = load_from_store(self.store, task.target, family)
+            except CostModelError:
+                model = None      # trained on other features: the prior until refitted
+            self.others = [(x, y) for _, x, y in training_groups(
+                self.store, task.target, family, exclude=[task.workload.key])]
+        self.stored = model is not None
+        self.model = model or CostModel(family, seed=self.seed or 0)
+
+    def predicted_score(self, schedule: Schedule) -> float | None:
+        score = self.scores.pop(schedule.key, None)
+        if score is None and self._task is not None:
+            score = float(self._score([schedule])[0])
+        return score
+
+    def _score(self, schedules: list[Schedule]) -> np.ndarray:
+        from pypto.cost_model.features import featurize
+
+        assert self._task is not None and self.model is not None
+        if not schedules:
+            return np.zeros(0)
+        task = self._task
+        return self.model.predict(featurize(task.workload, schedules, task.target, self.space))
+
+    def _observations(self) -> tuple[list[Schedule], list[float]]:
+        """The study's finished trials: schedules and cycles."""
+        from optuna.trial import TrialState
+
+        from pypto.schedule_space import Schedule
+
+        axes = set(self.space.axes)
+        schedules, cycles = [], []
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            if t.value is not None and set(t.params) == axes:
+                schedules.append(Schedule(t.params))
+                cycles.append(float(t.value))
+        return schedules, cycles
+
+    def _refit(self, schedules: list[Schedule], cycles: list[float]) -> None:
+        """Retrain on the task's measurements and the other workloads' records, every
+        round early on, then when the task's data grew by 20%."""
+        from pypto.cost_model.features import featurize
+        from pypto.cost_model.model import CostModel, should_retrain
+
+        n = len(schedules)
+        if n < MIN_FIT or (n >= EARLY and not should_retrain(n, self.fitted_on)):
+            return
+        if n == self.fitted_on:
+            return
+        assert self._task is not None
+        task = self._task
+        x = featurize(task.workload, schedules, task.target, self.space)
+        model = CostModel(task.workload.family, seed=self.seed or 0, rounds=FIT_ROUNDS)
+        self.model = model.fit([*self.others, (x, np.asarray(cycles))])
+        self.fitted_on = n
+        self.fits += 1
+
+    # -- proposals ------------------------------------------------------------------------
+    def propose(self) -> base.Proposal:
+        from optuna.trial import TrialState
+
+        if not self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            schedule = self._next()
+            if schedule is not None:
+                self.study.enqueue_trial(dict(schedule))
+        proposal = super().propose()
+        s = proposal.schedule
+        if s is not None and s.key not in self.scores:
+            self.scores[s.key] = float(self._score([s])[0])
+        return proposal
+
+    def _known(self) -> set[str]:
+        """Keys of every schedule the study has a trial of (in any state)."""
+        from pypto.schedule_space import Schedule
+
+        axes = set(self.space.axes)
+        return {Schedule(t.params).key for t in self.study.get_trials(deepcopy=False)
+                if set(t.params) == axes}
+
+    def _next(self) -> Schedule | None:
+        known = self._known()
+        while True:
+            while self.batch:
+                s = self.batch.popleft()
+                if s.key not in known:
+                    return s
+            if not self._refill(known):
+                return None
+
+    def _refill(self, known: set[str]) -> bool:
+        """Plan the next batch; False if no unmeasured candidate turned up."""
+        schedules, cycles = self._observations()
+        if not self.started:
+            self.started = True
+            first = self._space_filling(INITIAL_STORED if self.stored else INITIAL, known)
+            if first:
+                self.batch.extend(first)
+                return True
+        self._refit(schedules, cycles)
+        order = np.argsort(np.asarray(cycles), kind="stable")[:TOP_K]
+        pool, n_local = self._pool([schedules[i] for i in order], known)
+        if not pool:
+            return False
+        scores = self._score(pool)
+        ranking = [int(i) for i in np.argsort(-scores, kind="stable")]
+        taken: set[int] = set()
+        local_slots = round(LOCAL_SHARE * BATCH)
+        for slot in range(min(BATCH, len(pool))):
+            if self.rng.random() < EPSILON:
+                # exploration: a uniform pick, among the local candidates when there are
+                # (a random neighbour of the best is worth more than a random point)
+                free = [i for i in range(n_local) if i not in taken] \
+                    if self.rng.random() < EXPLORE_LOCAL else []
+                pick = self.rng.choice(free or [i for i in range(len(pool)) if i not in taken])
+            else:
+                # the first slots go to the best-scored local candidates (refining around
+                # the best measured), the others to the best of the whole pool
+                local = slot < local_slots and any(
+                    i < n_local and i not in taken for i in ranking)
+                pick = next(i for i in ranking if i not in taken and (i < n_local or not local))
+            taken.add(pick)
+            self.scores[pool[pick].key] = float(scores[pick])
+            self.batch.append(pool[pick])
+        return True
+
+    def _top_up_samples(self, known: set[str], count: int) -> None:
+        """Draw ``count`` uniform valid samples into the kept pool (measured ones out)."""
+        for key in [k for k in self.samples if k in known]:
+            del self.samples[key]
+        for _ in range(count):
+            s = self.space.sample(self.rng)
+            if s.key not in known:
+                self.samples.setdefault(s.key, s)
+
+    def _pool(self, elites: list[Schedule], known: set[str]) -> tuple[list[Schedule], int]:
+        """Unmeasured valid candidates and how many of them, first, are local: the
+        neighbours of the best, mutations and crossovers of ``elites`` (best first); then
+        the kept uniform samples. In a fixed order for a seeded run."""
+        from pypto.tuner.mutation import mutate
+
+        self._top_up_samples(known, FRESH_SAMPLES if self.samples else POOL_SAMPLES)
+        local: dict[str, Schedule] = {}
+        if elites:
+            for n in self.walker.neighbors(elites[0]):
+                if n.key not in known:
+                    local.setdefault(n.key, n)
+            for _ in range(MUTATIONS):
+                m = mutate(self.walker, elites, known, self.rng, walks=2)
+                if m is None:
+                    break
+                local.setdefault(m.key, m)
+            if len(elites) > 1:
+                for _ in range(CROSSOVERS):
+                    child = self._crossover(elites)
+                    if child is not None and child.key not in known:
+                        local.setdefault(child.key, child)
+        pool = list(local.values())
+        pool += [s for key, s in self.samples.items() if key not in local]
+        return pool, len(local)
+
+    @property
+    def walker(self) -> _CachedNeighbors:
+        """The space, its neighbourhoods remembered (walks from the top-k revisit them)."""
+        if self._walker is None or self._walker.space is not self.space:
+            self._walker = _CachedNeighbors(self.space)
+        return self._walker
+
+    def _crossover(self, elites: list[Schedule]) -> Schedule | None:
+        """Each axis from one of two elites; None if the child breaks a constraint."""
+        from pypto.schedule_space import Schedule
+
+        a, b = self.rng.sample(elites, 2)
+        knobs = {name: (a if self.rng.random() < 0.5 else b)[name] for name in self.space.axes}
+        return None if self.space.check(knobs) else Schedule(knobs)
+
+    def _space_filling(self, n: int, known: set[str]) -> list[Schedule]:
+        """``n`` unmeasured samples: the model's favourite, then each the farthest (in
+        normalized axis-index space) from what is measured or picked."""
+        from pypto.schedule_space import Schedule
+
+        if n <= 0:
+            return []
+        self._top_up_samples(known, POOL_SAMPLES)
+        cands = list(self.samples.values())
+        if not cands:
+            return []
+        picks = [int(np.argmax(self._score(cands)))]
+        x = self._index_coords(cands)
+        measured = [Schedule(t.params) for t in self.study.get_trials(deepcopy=False)
+                    if set(t.params) == set(self.space.axes)]
+        ref = np.vstack([x[picks], self._index_coords(measured)]) if measured else x[picks]
+        nearest = np.min(np.abs(x[:, None, :] - ref[None, :, :]).sum(axis=2), axis=1)
+        while len(picks) < min(n, len(cands)):
+            far = int(np.argmax(nearest))
+            picks.append(far)
+            nearest = np.minimum(nearest, np.abs(x - x[far]).sum(axis=1))
+        out = [cands[i] for i in picks]
+        for s, score in zip(out, self._score(out)):
+            self.scores[s.key] = float(score)
+        return out
+
+    def _index_coords(self, schedules: list[Schedule]) -> np.ndarray:
+        """Each axis's choice index over (choices - 1): points of the unit cube."""
+        axes = list(self.space.axes.values())
+        out = np.zeros((len(schedules), len(axes)))
+        for j, axis in enumerate(axes):
+            span = max(len(axis.choices) - 1, 1)
+            for i, s in enumerate(schedules):
+                out[i, j] = _index(axis.choices, s[axis.name]) / span
+        return out
+
+
+def _index(choices: Any, value: Any) -> int:
+    for i, c in enumerate(choices):
+        if c == value and type(c) is type(value):
+            return i
+    return 0
+
+
+class _CachedNeighbors:
+    """``Space.neighbors`` remembered per schedule (each costs a validation per step)."""
+
+    def __init__(self, space: Space) -> None:
+        self.space = space
+        self._around: dict[str, list[Schedule]] = {}
+
+    def neighbors(self, schedule: Schedule) -> list[Schedule]:
+        around = self._around.get(schedule.key)
+        if around is None:
+            around = self._around[schedule.key] = self.space.neighbors(schedule)
+        return around
+
+    def sample(self, rng: random.Random) -> Schedule:
+        return self.space.sample(rng)
