@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from suite import load_cases  # noqa: E402
+from suite import load_cases, steepest_descent  # noqa: E402
 
 from pypto.schedule_space import space_for  # noqa: E402
 from pypto.sim import MODEL_VERSION  # noqa: E402
@@ -49,16 +49,7 @@ class Evaluator:
 
     def descend(self, start: Any, max_steps: int = 60) -> tuple[Any, int]:
         """Steepest descent: move to the best neighbour while it improves."""
-        best, best_cycles = start, self(start)
-        for _ in range(max_steps):
-            scored = [(self(n), n.key, n) for n in self.space.neighbors(best)]
-            if not scored:
-                break
-            cycles, _, schedule = min(scored, key=lambda t: (t[0], t[1]))
-            if cycles >= best_cycles:
-                break
-            best, best_cycles = schedule, cycles
-        return best, best_cycles
+        return steepest_descent(self, self.space, start, max_steps)
 
 
 def measure(case: Any, samples: int, seed: int) -> dict[str, Any]:

@@ -96,3 +96,18 @@ def load_cases(ops: set[str] | None = None, names: set[str] | None = None,
         else:
             os.environ["PYPTO_DB"] = old
     return cases
+
+
+def steepest_descent(cost: Any, space: Any, start: Any, max_steps: int) -> tuple[Any, Any]:
+    """Move to the cheapest of ``space.neighbors`` (ties by schedule key) while it is
+    cheaper, at most ``max_steps`` times: ``(schedule, cost)`` where it stopped."""
+    best, best_cost = start, cost(start)
+    for _ in range(max_steps):
+        scored = [(cost(n), n.key, n) for n in space.neighbors(best)]
+        if not scored:
+            break
+        value, _, schedule = min(scored, key=lambda t: (t[0], t[1]))
+        if value >= best_cost:
+            break
+        best, best_cost = schedule, value
+    return best, best_cost

@@ -39,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from suite import Case, load_cases  # noqa: E402
+from suite import Case, load_cases, steepest_descent  # noqa: E402
 
 from pypto.db import open_store  # noqa: E402
 from pypto.tuner.loop import tune_task  # noqa: E402
@@ -83,16 +83,7 @@ class Evaluator:
 
     def descend(self, start: Any, max_steps: int = 40) -> tuple[Any, float]:
         """Steepest descent over ``Space.neighbors`` while a neighbour improves."""
-        best, best_cycles = start, self(start)
-        for _ in range(max_steps):
-            scored = [(self(n), n.key, n) for n in self.space.neighbors(best)]
-            if not scored:
-                break
-            cycles, _, schedule = min(scored, key=lambda t: (t[0], t[1]))
-            if cycles >= best_cycles:
-                break
-            best, best_cycles = schedule, cycles
-        return best, best_cycles
+        return steepest_descent(self, self.space, start, max_steps)
 
 
 def estimate_optimum(task: Task, samples: int, starts: int, kicks: int,
