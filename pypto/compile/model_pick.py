@@ -30,8 +30,6 @@ if TYPE_CHECKING:
     from pypto.cost_model.model import CostModel
     from pypto.db.store import ScheduleStore
     from pypto.ir.workload import Workload
-    from pypto.schedule_space import Space
-    from pypto.schedule_space.space import Constraint
     from pypto.targets import Target
 
 PICK_NEIGHBORS = 8        # nearest tuned shapes whose best records are adapted
@@ -52,22 +50,6 @@ def transferred(store: ScheduleStore, wl: Workload, target: Target,
     return list(out)
 
 
-def valid_neighbors(space: Space, base: Schedule,
-                    checks: dict[str, list[Constraint]]) -> list[Schedule]:
-    """``space.neighbors(base)`` for a valid ``base``, checking only the constraints
-    that read the changed axis (the others held for ``base``); same points, same order."""
-    knobs = dict(base)
-    out = []
-    for name, axis in space.axes.items():
-        i = axis.index(knobs[name])
-        for j in (i - 1, i + 1):
-            if 0 <= j < len(axis.choices):
-                trial = {**knobs, name: axis.choices[j]}
-                if not any(c.check(trial) for c in checks[name]):
-                    out.append(Schedule(trial))
-    return out
-
-
 def model_pick(store: ScheduleStore, wl: Workload, target: Target,
                model: CostModel) -> Schedule | None:
     """The candidate ``model`` scores best (see the module docstring); None when the
@@ -79,7 +61,6 @@ def model_pick(store: ScheduleStore, wl: Workload, target: Target,
             pool.setdefault(s, None)
     except PyptoError:
         return None
-    checks = {name: [c for c in space.constraints if name in c.axes] for name in space.axes}
     schedules = list(pool)
     scores = list(model.predict(featurize(wl, schedules, target, space)))
     expanded: set[Schedule] = set()
@@ -91,7 +72,7 @@ def model_pick(store: ScheduleStore, wl: Workload, target: Target,
         new: list[Schedule] = []
         for base in bases:
             expanded.add(base)
-            for nb in valid_neighbors(space, base, checks):
+            for nb in space.neighbors(base):
                 if nb not in pool:
                     pool[nb] = None
                     new.append(nb)

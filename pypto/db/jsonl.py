@@ -262,13 +262,8 @@ def _field(obj: dict[str, Any], name: str, kind: type, where: str = "") -> Any:
 @functools.cache
 def _target(name: str, key: str) -> TargetInfo:
     """The target's full descriptor when this PyPTO knows it under that key."""
-    from pypto.targets import available_targets, load_target
-
-    if name in available_targets():
-        known = load_target(name)
-        if known.key == key:
-            return TargetInfo.of(known)
-    return TargetInfo(name, key, None)
+    known = _known_target(name, key)
+    return TargetInfo.of(known) if known is not None else TargetInfo(name, key, None)
 
 
 def _list(problems: list[tuple[int, str]]) -> str:

@@ -85,6 +85,7 @@ class Space:
         self._completable_memo: dict[tuple, bool] = {}
         self._names = order
         self._position = {name: i for i, name in enumerate(order)}
+        self._reading = {name: [c for c in self.constraints if name in c.axes] for name in order}
 
     def __repr__(self) -> str:
         axes = ", ".join(f"{a.name}[{len(a.choices)}]" for a in self.axes.values())
@@ -165,16 +166,19 @@ class Space:
         return Schedule(knobs)
 
     def neighbors(self, schedule: Any) -> list[Schedule]:
-        """Valid points one step away along one axis."""
+        """Valid points one step away along one axis. From a valid point only the
+        constraints that read the changed axis can fail, so only those are checked."""
         base = dict(schedule)
+        valid_base = self.is_valid(base)
         out = []
         for name, axis in self.axes.items():
             i = axis.index(base[name])
             for j in (i - 1, i + 1):
                 if 0 <= j < len(axis.choices):
-                    cand = Schedule({**base, name: axis.choices[j]})
-                    if self.is_valid(cand):
-                        out.append(cand)
+                    knobs = {**base, name: axis.choices[j]}
+                    if (not any(c.check(knobs) for c in self._reading[name]) if valid_base
+                            else self.is_valid(knobs)):
+                        out.append(Schedule(knobs))
         return out
 
     def points(self) -> itertools.product:
