@@ -5,7 +5,7 @@ For each row length (float32, 48 rows on ascend910b, so every vector core has on
 the default schedule's chunk width and pass count, its simulated time, the roofline
 bound and efficiency (bound / time: the bound counts each input read once, which a
 multi-pass kernel cannot reach), the GM bytes read per input byte, and the best point
-of a sweep over chunk widths and buffer depths (the other knobs as the default's).
+of a sweep over chunk widths (down to 1/64 of the row) and buffer depths (the other knobs as the default's).
 
 Prints a table and writes JSON to benchmarks/results/long_rows.json.
 Run: python benchmarks/long_rows.py
@@ -27,6 +27,7 @@ from pypto.targets import load_target
 TARGET = "ascend910b"
 ROWS = 48
 COLS = (4096, 16384, 65536, 262144)
+MAX_CHUNKS = 64  # the sweep's narrowest chunk (narrower ones only add instructions)
 OPS = {"softmax": lambda a: pypto.softmax(a, -1), "layernorm": lambda a: pypto.layernorm(a)}
 
 
@@ -40,7 +41,9 @@ def measure(op: str, cols: int) -> dict:
     passes = max(stages(wl, chain)[v.node] for v in chain.values if v.phase != "row") + 1 \
         if split else 1
     best = (result.cycles, dict(default))
-    for tile_cols in space_for(wl, target).axes["tile_cols"].choices:
+    widths = [c for c in space_for(wl, target).axes["tile_cols"].choices
+              if cols // c <= MAX_CHUNKS]
+    for tile_cols in widths:
         for depth in (1, 2, 3):
             s = default.replace(tile_cols=tile_cols, depth=depth, tile_rows=1)
             if validate(wl, s, target):
