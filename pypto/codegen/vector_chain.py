@@ -14,7 +14,7 @@ from pypto.codegen.place import Arena, Slots, broadcast_strides, row_runs
 from pypto.codegen.program import Operand, StreamBuilder
 from pypto.ir.dtypes import BY_NAME, DType
 from pypto.ir.workload import Workload
-from pypto.schedule_space.chain import Chain, pitch, value_bytes
+from pypto.schedule_space.chain import Chain, pitch, stages, value_bytes
 
 UNARY_OPS = {"copy": Op.VCOPY, "cast": Op.VCAST, "relu": Op.VRELU, "exp": Op.VEXP,
              "log": Op.VLN, "sqrt": Op.VSQRT, "rsqrt": Op.VRSQRT, "reciprocal": Op.VRECIP,
@@ -163,6 +163,8 @@ class ChainEmitter:
 
         ``preset`` nodes are already in UB (a matmul result); ``loaded``: the loads of
         this (one-chunk) tile were already emitted by ``emit_loads``."""
+        if self.chunked and self.chain.needs_full_rows:
+            return self.emit_passes(sb, row_tile, chunks, slot, row_slot)
         nodes = [i for i in range(len(self.wl.nodes)) if i in self.values]
         row_nodes = [i for i in nodes if self.values[i].phase == "row"
                      and self.wl.nodes[i].op not in REDUCE_OPS]
@@ -192,3 +194,67 @@ class ChainEmitter:
                         self.store(sb, i, tile, row_slot)
             slot += 1
         return slot
+
+    def emit_passes(self, sb: StreamBuilder, row_tile: Tile, chunks: list[tuple[int, int]],
+                    slot: int, row_slot: int) -> int:
+        """A row block whose rows are split into column chunks although a row value is
+        used on whole rows (softmax, layernorm over long rows): one pass over the chunks
+        per stage (``chain.stages``). Pass ``k`` re-loads what it needs, recomputes the
+        column values of stages up to ``k`` that feed its reductions or are outputs of
+        stage ``k``, accumulates the reductions of stage ``k + 1`` and, at its last
+        chunk, computes the row values those complete. Row values that need no
+        reduction (stage 0) are computed at the first chunk of the first pass."""
+        wl, values = self.wl, self.values
+        stage = stages(wl, self.chain)
+        nodes = [i for i in range(len(wl.nodes)) if i in values]
+        col = {i for i in nodes if values[i].phase != "row"}
+        rows = [i for i in nodes if values[i].phase == "row" and wl.nodes[i].op not in REDUCE_OPS]
+        outs = set(wl.outputs)
+        for k in range(max(stage[i] for i in col) + 1):
+            reductions = [i for i in nodes if wl.nodes[i].op in REDUCE_OPS and stage[i] == k + 1]
+            first = [i for i in rows if stage[i] == 0] if k == 0 else []
+            last = [i for i in rows if stage[i] == k + 1]
+            wanted = {i for i in col if i in outs and stage[i] == k} | set(first)
+            wanted |= {a for i in reductions + last for a in wl.nodes[i].args}
+            needed = self._closure(wanted, col | set(first))
+            for j, (c0, cols) in enumerate(chunks):
+                tile = Tile(row_tile.r0, row_tile.rows, c0, cols)
+                for i in nodes:
+                    if i in reductions:
+                        self.compute(sb, i, tile, slot, row_slot, j, j == len(chunks) - 1)
+                    elif i in first:
+                        if j == 0:
+                            self._compute_row(sb, i, tile, slot, row_slot, outs)
+                    elif i not in needed:
+                        continue
+                    elif wl.nodes[i].op == "load":
+                        self.load(sb, i, tile, slot)
+                    else:
+                        self.compute(sb, i, tile, slot, row_slot, j, False)
+                        if i in outs and stage[i] == k:
+                            self.store(sb, i, tile, slot)
+                if j == len(chunks) - 1:  # the row values this pass completed
+                    for i in nodes:
+                        if i in reductions and i in outs:
+                            self.store(sb, i, tile, row_slot)
+                        elif i in last:
+                            self._compute_row(sb, i, tile, slot, row_slot, outs)
+                slot += 1
+        return slot
+
+    def _compute_row(self, sb: StreamBuilder, node: int, tile: Tile, slot: int, row_slot: int,
+                     outs: set[int]) -> None:
+        self.compute(sb, node, tile, slot, row_slot, 0, True)
+        if node in outs:
+            self.store(sb, node, tile, row_slot)
+
+    def _closure(self, wanted: set[int], computable: set[int]) -> set[int]:
+        """``wanted`` and the values among ``computable`` they are computed from."""
+        needed, todo = set(), list(wanted)
+        while todo:
+            i = todo.pop()
+            if i in needed or i not in computable:
+                continue
+            needed.add(i)
+            todo.extend(self.wl.nodes[i].args)
+        return needed

@@ -19,6 +19,8 @@ from pypto.schedule_space.common import round_up
 if TYPE_CHECKING:
     from pypto.ir.workload import Workload
 
+REDUCTIONS = frozenset({"sum", "max", "min"})  # last-axis reductions: row-phase results
+
 
 @dataclass(frozen=True)
 class ChainValue:
@@ -55,13 +57,13 @@ def analyze(wl: Workload, space: tuple[int, ...] | None = None,
             continue
         if n.op == "load":
             strides = _row_space_strides(n.shape, n.attr("strides"), space)
-            full = any(u.op in ("sum", "max", "min") for u in wl.nodes if i in u.args)
+            full = any(u.op in REDUCTIONS for u in wl.nodes if i in u.args)
             rb = not full and all(s == 0 for s in strides[:-1])
             cb = not full and strides[-1] == 0
             values.append(ChainValue(i, "col", rb, cb, n.dtype))
             phase[i] = "load"
             continue
-        if n.op in ("sum", "max", "min"):
+        if n.op in REDUCTIONS:
             phase[i] = "row"
         elif tuple(n.shape) == space or (cols == 1 and math.prod(n.shape) == rows):
             phase[i] = "col"
@@ -129,6 +131,26 @@ def pitch(cols: int, itemsize: int, align: int) -> int:
 
 def chunked(chain: Chain, tile_cols: int) -> bool:
     return tile_cols < chain.cols
+
+
+def stages(wl: Workload, chain: Chain) -> dict[int, int]:
+    """The pass over a row's column chunks in which each UB value is first available,
+    when rows are split into chunks (a multi-pass kernel).
+
+    A reduction is complete only after a whole pass over the row, so a value that reads
+    one is computed in a later pass: a load is stage 0, an op the latest stage of its
+    operands, a reduction one more than its operand (it accumulates during that
+    operand's pass and is final at its end). Softmax is three passes (max; exp and its
+    sum; the quotient), each re-loading the row's chunks and recomputing what it needs.
+    """
+    in_ub = {v.node for v in chain.values}
+    stage: dict[int, int] = {}
+    for i, n in enumerate(wl.nodes):
+        if i not in in_ub:
+            continue
+        s = max((stage[a] for a in n.args if a in stage), default=0)
+        stage[i] = s + 1 if n.op in REDUCTIONS else s
+    return stage
 
 
 def footprint(chain: Chain, tile_rows: int, tile_cols: int, depth: int, align: int) -> int:

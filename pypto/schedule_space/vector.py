@@ -14,7 +14,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from pypto.errors import UnsupportedError
-from pypto.schedule_space.chain import analyze, footprint
+from pypto.schedule_space.chain import Chain, analyze, footprint
 from pypto.schedule_space.common import MAX_DEPTH, core_choice, core_choices
 from pypto.schedule_space.memory import RoleUse, memory_constraints
 from pypto.schedule_space.memory import footprints as role_footprints
@@ -26,12 +26,14 @@ if TYPE_CHECKING:
     from pypto.targets import Target
 
 MAX_TILE_ROWS = 4096
+MIN_CHUNK = 32  # the narrowest column chunk of a split row
 
 
 def default(wl: Workload, target: Target) -> Schedule:
     """Largest tiles that fit UB with double buffering, spread over the vector cores.
-    Rows too long for that: in-place ops, then single buffering, then (when the chain
-    allows) split rows into column chunks; a row that fits in no way is an error."""
+    Rows too long for that: in-place ops, then single buffering, then rows split into
+    column chunks (the largest power of two that fits; a chain whose reduction results
+    are used on whole rows then runs as a multi-pass kernel, ``chain.stages``)."""
     ub = target.role("vector")
     depth, inplace = 2, False
     chain = analyze(wl)
@@ -45,21 +47,20 @@ def default(wl: Workload, target: Target) -> Schedule:
     tile_cols = chain.cols
     per_core_rows = max(1, math.ceil(chain.rows / cores))
     if footprint(chain, 1, tile_cols, depth, ub.alignment) > ub.capacity:
-        if chain.needs_full_rows:
-            raise UnsupportedError(
-                f"{wl.describe()}: one row of {chain.cols} elements (with the values this "
-                f"chain keeps per row) needs more than the {ub.capacity} bytes of "
-                f"{ub.name}, and a reduction result is used on whole rows, so rows cannot "
-                "be split; reduce over a shorter axis or split the op")
-        tile_cols = max(32, 1 << (chain.cols.bit_length() - 1))
-        while tile_cols > 32 and footprint(chain, 1, tile_cols, depth,
-                                           ub.alignment) > ub.capacity:
+        tile_cols = max(MIN_CHUNK, 1 << (chain.cols.bit_length() - 1))
+        while tile_cols > MIN_CHUNK and footprint(chain, 1, tile_cols, depth,
+                                                  ub.alignment) > ub.capacity:
             tile_cols //= 2
+        if footprint(chain, 1, tile_cols, depth, ub.alignment) > ub.capacity:
+            raise UnsupportedError(
+                f"{wl.describe()}: even a chunk of {tile_cols} columns of one row (with "
+                f"the values this chain keeps) needs more than the {ub.capacity} bytes "
+                f"of {ub.name}; split the op into smaller ones")
     tile_rows = 1
     while tile_rows * 2 <= min(per_core_rows, MAX_TILE_ROWS) and footprint(
             chain, tile_rows * 2, tile_cols, depth, ub.alignment) <= ub.capacity // 2:
         tile_rows *= 2
-    tiles = math.ceil(chain.rows / tile_rows) * math.ceil(chain.cols / tile_cols)
+    tiles = units(chain, tile_rows, tile_cols)
     return Schedule(tile_rows=tile_rows, tile_cols=tile_cols, depth=depth,
                     cores=core_choice(min(cores, tiles), cores), inplace=inplace)
 
@@ -69,10 +70,17 @@ def complete(wl: Workload, s: Schedule) -> Schedule:
     return s if "inplace" in s else s.replace(inplace=False)
 
 
+def units(chain: Chain, tile_rows: int, tile_cols: int) -> int:
+    """Work units the cores share: row blocks times column chunks, or row blocks alone
+    when the chain reduces (a core walks all chunks of its rows)."""
+    blocks = math.ceil(chain.rows / tile_rows)
+    reduces = any(v.phase == "row" for v in chain.values)
+    return blocks if reduces else blocks * math.ceil(chain.cols / tile_cols)
+
+
 def num_tiles(wl: Workload, s: Any) -> int:
-    """Work units the cores share: row blocks times column chunks."""
-    chain = analyze(wl)
-    return math.ceil(chain.rows / s["tile_rows"]) * math.ceil(chain.cols / s["tile_cols"])
+    """Work units the cores share (``units``)."""
+    return units(analyze(wl), s["tile_rows"], s["tile_cols"])
 
 
 def memory_uses(wl: Workload, target: Target) -> list[RoleUse]:
@@ -100,20 +108,21 @@ def build_space(wl: Workload, target: Target) -> Space:
     rows = tuple(sorted({1 << i for i in range(chain.rows.bit_length())
                          if 1 << i <= MAX_TILE_ROWS}
                         | ({chain.rows} if chain.rows <= MAX_TILE_ROWS else set())))
-    cols = {chain.cols}
-    if not chain.needs_full_rows:
-        cols |= {1 << i for i in range(5, chain.cols.bit_length()) if 1 << i < chain.cols}
+    cols = {chain.cols} | {1 << i for i in range(MIN_CHUNK.bit_length() - 1,
+                                                 chain.cols.bit_length())
+                           if 1 << i < chain.cols}
     axes = [
         Axis("inplace", (False, True), "elementwise ops overwrite their operand's buffer"),
         Axis("depth", tuple(range(1, MAX_DEPTH + 1)), "UB slots per value (2: ping-pong)"),
-        Axis("tile_cols", tuple(sorted(cols)), "columns per tile (the row length unless "
-                                               "a long row is split)"),
+        Axis("tile_cols", tuple(sorted(cols)), "columns per tile (the row length, or "
+                                               "chunks of a split row: a reduction used "
+                                               "on whole rows then takes several passes)"),
         Axis("tile_rows", rows, "rows per tile"),
         Axis("cores", core_choices(target.vector_cores), "vector cores sharing the tiles"),
     ]
 
     def core_count(k: dict[str, Any]) -> list[str]:
-        tiles = math.ceil(chain.rows / k["tile_rows"]) * math.ceil(chain.cols / k["tile_cols"])
+        tiles = units(chain, k["tile_rows"], k["tile_cols"])
         return [] if k["cores"] <= tiles else [
             f"cores={k['cores']} exceeds the {tiles} tiles"]
 
