@@ -5,7 +5,8 @@ For each row length (float32, 48 rows on ascend910b, so every vector core has on
 the default schedule's chunk width and pass count, its simulated time, the roofline
 bound and efficiency (bound / time: the bound counts each input read once, which a
 multi-pass kernel cannot reach), the GM bytes read per input byte, and the best point
-of a sweep over chunk widths (down to 1/64 of the row) and buffer depths (the other knobs as the default's).
+of a sweep over chunk widths (down to 1/64 of the row) and buffer depths (the other
+knobs as the default's).
 
 Prints a table and writes JSON to benchmarks/results/long_rows.json.
 Run: python benchmarks/long_rows.py

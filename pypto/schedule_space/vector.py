@@ -65,6 +65,16 @@ def default(wl: Workload, target: Target) -> Schedule:
                     cores=core_choice(min(cores, tiles), cores), inplace=inplace)
 
 
+def row_fits(wl: Workload, target: Target) -> bool:
+    """Whether one whole row fits the vector memory double-buffered (in place or not).
+    Only then does a chain that uses its reductions on whole rows keep them whole: its
+    multi-pass chunkings (which re-read the row once per pass) join the space when rows
+    are longer."""
+    ub = target.role("vector")
+    return any(footprint(analyze(wl, inplace=inplace), 1, analyze(wl).cols, 2, ub.alignment)
+               <= ub.capacity for inplace in (False, True))
+
+
 def complete(wl: Workload, s: Schedule) -> Schedule:
     """``s`` with ``inplace`` (neutral: False) filled in when missing."""
     return s if "inplace" in s else s.replace(inplace=False)
@@ -108,9 +118,10 @@ def build_space(wl: Workload, target: Target) -> Space:
     rows = tuple(sorted({1 << i for i in range(chain.rows.bit_length())
                          if 1 << i <= MAX_TILE_ROWS}
                         | ({chain.rows} if chain.rows <= MAX_TILE_ROWS else set())))
-    cols = {chain.cols} | {1 << i for i in range(MIN_CHUNK.bit_length() - 1,
-                                                 chain.cols.bit_length())
-                           if 1 << i < chain.cols}
+    cols = {chain.cols}
+    if not chain.needs_full_rows or not row_fits(wl, target):
+        cols |= {1 << i for i in range(MIN_CHUNK.bit_length() - 1, chain.cols.bit_length())
+                 if 1 << i < chain.cols}
     axes = [
         Axis("inplace", (False, True), "elementwise ops overwrite their operand's buffer"),
         Axis("depth", tuple(range(1, MAX_DEPTH + 1)), "UB slots per value (2: ping-pong)"),
