@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from pypto.cli_db import db_app
+from pypto.db.location import DEFAULT_HELP
 from pypto.errors import PyptoError
 
 app = typer.Typer(help="PyPTO: NPU kernels as NumPy-style Python, scheduled by search.",
@@ -132,8 +133,7 @@ def run(file: FileArg,
 
 @app.command()
 def report(db: Annotated[str | None, typer.Option(
-               help="Schedule database URL (default: $PYPTO_DB, else "
-                    "tuning_logs/pypto.db).")] = None,
+               help=f"Schedule database URL ({DEFAULT_HELP}).")] = None,
            target: Annotated[str | None, typer.Option(
                "--target", "-t", help="Only this target's records.")] = None,
            workload: Annotated[list[str] | None, typer.Option(
@@ -177,8 +177,7 @@ def tune(file: FileArg, kernel: KernelOpt = None, target: TargetOpt = None,
              "--strategy", "-s", help="Search strategy: random, tpe, grid, gp, cmaes, model (a "
                                     "learned cost model ranks candidate pools).")] = "model",
          db: Annotated[str | None, typer.Option(
-             help="Schedule database URL (default: $PYPTO_DB, else "
-                  "tuning_logs/pypto.db).")] = None,
+             help=f"Schedule database URL ({DEFAULT_HELP}).")] = None,
          timeout: Annotated[float | None, typer.Option(
              help="Stop tuning after this many seconds (all workloads).")] = None,
          early_stopping: Annotated[int | None, typer.Option(
