@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import sys
 import warnings
 from collections.abc import Callable
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from pypto.ir.workload import Workload
     from pypto.targets import Target
 
+log = logging.getLogger(__name__)
 NEAREST_CANDIDATES = 3  # tuned shapes tried, closest first, until one adapts validly
 TUNED_CANDIDATES = 16  # a workload's own records tried, fastest first, until one is usable
 
@@ -79,9 +81,11 @@ class ScheduleResolver:
             try:
                 found = self._from_store(store, wl, target)
                 if found is not None:
+                    log.debug("%s on %s: the %s schedule", wl.describe(), target.name, found[1])
                     return found
             except DatabaseError as e:
                 self._give_up(e)
+        log.debug("%s on %s: the default schedule", wl.describe(), target.name)
         schedule = default_schedule(wl, target)
         self._warn(wl, target, "using the default heuristic schedule")
         return schedule, "default"
@@ -181,15 +185,20 @@ class ScheduleResolver:
             if reader is not None:
                 reader.close()
             with open_store(self.url) as store:
-                sync_tuning_logs(store, logs, stacklevel=_user_stacklevel() + 2)
+                for report in sync_tuning_logs(store, logs, stacklevel=_user_stacklevel() + 2):
+                    log.info("%s (into %s)", report.describe(), display_url(self.url))
             reader = open_reader(self.url)
+        where = f"{display_url(self.url)} ({self.location.why})"
         if reader is not None:
+            log.info("schedules from %s, read through sqlite3", where)
             return reader
         path = sqlite_path(self.url)
         if path is not None and not path.exists():
+            log.info("no schedule database at %s yet: default schedules", where)
             return None
         from pypto.db import open_store
 
+        log.info("schedules from %s, read through SQLAlchemy", where)
         return open_store(self.url)
 
     def close(self) -> None:

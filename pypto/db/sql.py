@@ -10,6 +10,7 @@ SQLite) and the schema check are in ``pypto.db.engine``; the hot statements in
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import time
@@ -144,6 +145,8 @@ class SQLStore(ScheduleStore):
                 conn.execute(m.Base.metadata.tables[m.VERSION_TABLE].insert(),
                              {"version_num": m.SCHEMA_REVISION})
                 state = "created"
+        if state == "created":
+            logging.getLogger(__name__).info("created PyPTO's tables in %s", self.display)
         if state == "created" and self._path is not None:
             use_wal(self._get_engine())
         self._ready = state in ("ready", "created")
