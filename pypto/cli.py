@@ -14,7 +14,8 @@ import typer
 from pypto import cli_output
 from pypto.cli_db import db_app
 from pypto.cli_output import LEVELS, GlobalOptionsGroup
-from pypto.db.location import DEFAULT_HELP
+from pypto.db.location import DEFAULT_HELP, display_url, locate
+from pypto.db.logs import import_pending
 from pypto.errors import PyptoError
 
 app = typer.Typer(help="PyPTO: NPU kernels as NumPy-style Python, scheduled by search. "
@@ -238,14 +239,19 @@ def tune(file: FileArg, kernel: KernelOpt = None, target: TargetOpt = None,
         raise fail(f"--timeout must be positive, got {timeout:g}")
     if early_stopping is not None and early_stopping < 1:
         raise fail(f"--early-stopping must be at least 1, got {early_stopping}")
+    # the database as the script finds it when it runs (pypto.db.location), said once
+    where = locate(db, script=file)
+    logging.getLogger("pypto.cli").info("database %s (%s)", display_url(where.url), where.why)
     try:
+        if where.logs is not None:  # as the script's first compile would: --trials counts them
+            import_pending(where.url, where.logs)
         code = run_tune(file, kernels=kernel, target=target, trials=trials, strategy=strategy,
-                        db=db, timeout=timeout, early_stopping=early_stopping, seed=seed,
-                        capture=_captured, workers=workers, transfer=transfer)
+                        db=where.url, timeout=timeout, early_stopping=early_stopping,
+                        seed=seed, capture=_captured, workers=workers, transfer=transfer)
     except PyptoError as exc:
         raise fail(str(exc)) from None
     if report is not None:
-        _write_report(db, None, [], report)
+        _write_report(where.url, None, [], report)
     if code:
         raise typer.Exit(code)
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pypto.db.location import Location, display_url, locate, sqlite_path
-from pypto.db.logs import pending_logs, sync_tuning_logs
+from pypto.db.logs import import_pending
 from pypto.db.records import Neighbor, workload_sizes
 from pypto.db.store import write_epoch
 from pypto.errors import CostModelError, DatabaseError, PyptoError, ScheduleFallbackWarning
@@ -177,17 +177,11 @@ class ScheduleResolver:
         import of the tuning logs beside the database) through the SQLAlchemy store."""
         from pypto.db.reader import open_reader
 
+        if self.location.logs is not None:
+            for report in import_pending(self.url, self.location.logs,
+                                         stacklevel=_user_stacklevel() + 2):
+                log.info("%s (into %s)", report.describe(), display_url(self.url))
         reader = open_reader(self.url)
-        logs = self.location.logs
-        if logs is not None and pending_logs(reader, logs):
-            from pypto.db import open_store
-
-            if reader is not None:
-                reader.close()
-            with open_store(self.url) as store:
-                for report in sync_tuning_logs(store, logs, stacklevel=_user_stacklevel() + 2):
-                    log.info("%s (into %s)", report.describe(), display_url(self.url))
-            reader = open_reader(self.url)
         where = f"{display_url(self.url)} ({self.location.why})"
         if reader is not None:
             log.info("schedules from %s, read through sqlite3", where)

@@ -34,6 +34,26 @@ def sync_tuning_logs(store: ScheduleStore, directory: Path,
     return reports
 
 
+def import_pending(url: str, directory: Path, stacklevel: int = 2) -> list[Any]:
+    """Import into the database at ``url`` the logs of ``directory`` it has not imported
+    in this exact content (creating it if need be). Checking costs a read through
+    ``sqlite3`` (``pypto.db.reader``); SQLAlchemy loads only when there is something to
+    import. Returns the import reports."""
+    from pypto.db.reader import open_reader
+
+    reader = open_reader(url)
+    try:
+        if not pending_logs(reader, directory):
+            return []
+    finally:
+        if reader is not None:
+            reader.close()
+    from pypto.db import open_store
+
+    with open_store(url) as store:
+        return sync_tuning_logs(store, directory, stacklevel=stacklevel + 1)
+
+
 def pending_logs(store: ScheduleReader | None, directory: Path) -> list[tuple[Path, str]]:
     """The logs of ``directory`` that ``store`` (None: a database not made yet) has not
     imported in this exact content, each with its sha256."""
