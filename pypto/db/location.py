@@ -60,6 +60,7 @@ class Location:
 
 
 _located: dict[tuple[str | None, str, str | None], Location] = {}
+_ours: dict[str, bool] = {}  # script path -> inside the pypto package
 
 
 def locate(url: str | None = None, script: str | os.PathLike[str] | None = None) -> Location:
@@ -114,9 +115,10 @@ def _main_script() -> str | None:
     path = getattr(sys.modules.get("__main__"), "__file__", None)
     if not path or not path.endswith(".py") or path.endswith("__main__.py"):
         return None
-    if Path(path).absolute().is_relative_to(_PACKAGE):
-        return None
-    return path
+    mine = _ours.get(path)
+    if mine is None:  # memoized: a compile asks on every call
+        mine = _ours[path] = Path(path).absolute().is_relative_to(_PACKAGE)
+    return None if mine else path
 
 
 def user_database() -> Path:
