@@ -30,7 +30,8 @@ import warnings
 from typing import Any
 
 import pypto
-from pypto.db import Record, TargetInfo, WorkloadInfo, lookup, open_store
+from pypto.compile import resolver as lookup
+from pypto.db import Record, TargetInfo, WorkloadInfo, open_store
 from pypto.ir.workload import Workload, workload_from_json
 from pypto.schedule_space import Schedule, space_for
 from pypto.sim import MODEL_VERSION

@@ -5,16 +5,23 @@ Exit codes: 0 success; 1 bad input (a message on stderr, no traceback); 2 bad us
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from pypto import cli_output
 from pypto.cli_db import db_app
+from pypto.cli_output import LEVELS, GlobalOptionsGroup
+from pypto.db.location import DEFAULT_HELP, display_url, locate
+from pypto.db.logs import import_pending
 from pypto.errors import PyptoError
 
-app = typer.Typer(help="PyPTO: NPU kernels as NumPy-style Python, scheduled by search.",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+app = typer.Typer(help="PyPTO: NPU kernels as NumPy-style Python, scheduled by search. "
+                       "The options below may come before or after the command.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  cls=GlobalOptionsGroup)
 app.add_typer(db_app, name="db")
 
 FileArg = Annotated[Path, typer.Argument(help="A Python script that calls @pypto.kernel "
@@ -25,9 +32,31 @@ TargetOpt = Annotated[str | None, typer.Option(
     "--target", "-t", help="Target to compile for (default: the script's context).")]
 
 
-def fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(1)
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(cli_output.version_text())
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+        verbose: Annotated[int, typer.Option(
+            "--verbose", "-v", count=True, help="Say more on stderr: -v what PyPTO does "
+                                                "(info), -vv details (debug).")] = 0,
+        log_level: Annotated[str | None, typer.Option(
+            "--log-level", help=f"The least important messages shown: {', '.join(LEVELS)} "
+                                "(default warning).", show_default=False)] = None,
+        traceback: Annotated[bool, typer.Option(
+            "--traceback", help="On an error, show the whole traceback (a failed script's "
+                                "own) before the one-line message.")] = False,
+        version: Annotated[bool, typer.Option(
+            "--version", callback=_show_version, is_eager=True,
+            help="Print the version and exit.")] = False) -> None:
+    """The options of every command (``GlobalOptionsGroup`` takes them anywhere)."""
+    cli_output.configure(verbose, log_level, traceback)
+
+
+fail = cli_output.fail
 
 
 def _captured(file: Path, kernels: list[str] | None, target: str | None):  # type: ignore[no-untyped-def]
@@ -36,7 +65,7 @@ def _captured(file: Path, kernels: list[str] | None, target: str | None):  # typ
 
     from pypto.errors import ScheduleFallbackWarning
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), cli_output.script_output():
         # which workloads lack a tuned schedule is what `space` and `asm` show anyway
         warnings.simplefilter("ignore", ScheduleFallbackWarning)
         return _capture_calls(file, kernels, target)
@@ -48,6 +77,8 @@ def _capture_calls(file: Path, kernels: list[str] | None, target: str | None):  
     with capture() as cap:
         run_script(file)
     calls = cap.unique()
+    logging.getLogger("pypto.cli").info("%s ran %d kernel call(s), %d distinct", file,
+                                        len(cap.calls), len(calls))
     if not calls:
         raise fail(f"{file} ran no @pypto.kernel on the NPU (define a kernel and call it "
                    "under pypto.Context(device_type='npu'), the default)")
@@ -86,7 +117,7 @@ def space(file: FileArg, kernel: KernelOpt = None, target: TargetOpt = None) -> 
         for c in _captured(file, kernel, target):
             for i, wl in enumerate(c.workloads):
                 typer.echo(f"[{c.name} workload {i}] {space_for(wl, c.target).describe()}")
-                typer.echo(f"  default: {c.schedules[i].to_json()}\n")
+                typer.echo(f"  schedule ({c.sources[i]}): {c.schedules[i].to_json()}\n")
     except PyptoError as exc:
         raise fail(str(exc)) from None
 
@@ -132,8 +163,7 @@ def run(file: FileArg,
 
 @app.command()
 def report(db: Annotated[str | None, typer.Option(
-               help="Schedule database URL (default: $PYPTO_DB, else "
-                    "tuning_logs/pypto.db).")] = None,
+               help=f"Schedule database URL ({DEFAULT_HELP}).")] = None,
            target: Annotated[str | None, typer.Option(
                "--target", "-t", help="Only this target's records.")] = None,
            workload: Annotated[list[str] | None, typer.Option(
@@ -177,13 +207,14 @@ def tune(file: FileArg, kernel: KernelOpt = None, target: TargetOpt = None,
              "--strategy", "-s", help="Search strategy: random, tpe, grid, gp, cmaes, model (a "
                                     "learned cost model ranks candidate pools).")] = "model",
          db: Annotated[str | None, typer.Option(
-             help="Schedule database URL (default: $PYPTO_DB, else "
-                  "tuning_logs/pypto.db).")] = None,
+             help=f"Schedule database URL ({DEFAULT_HELP}).")] = None,
          timeout: Annotated[float | None, typer.Option(
              help="Stop tuning after this many seconds (all workloads).")] = None,
          early_stopping: Annotated[int | None, typer.Option(
-             "--early-stopping", help="Stop a workload after this many trials without "
-                                      "improvement.")] = None,
+             "--early-stopping", help="Stop a workload after this many trials in a row "
+                                      "without a better schedule, counted once one has "
+                                      "beaten the default (until then it goes on to "
+                                      "--trials).")] = None,
          seed: Annotated[int | None, typer.Option(help="Seed: a seeded run is "
                                                        "reproducible.")] = None,
          workers: Annotated[int, typer.Option(
@@ -208,14 +239,19 @@ def tune(file: FileArg, kernel: KernelOpt = None, target: TargetOpt = None,
         raise fail(f"--timeout must be positive, got {timeout:g}")
     if early_stopping is not None and early_stopping < 1:
         raise fail(f"--early-stopping must be at least 1, got {early_stopping}")
+    # the database as the script finds it when it runs (pypto.db.location), said once
+    where = locate(db, script=file)
+    logging.getLogger("pypto.cli").info("database %s (%s)", display_url(where.url), where.why)
     try:
+        if where.logs is not None:  # as the script's first compile would: --trials counts them
+            import_pending(where.url, where.logs)
         code = run_tune(file, kernels=kernel, target=target, trials=trials, strategy=strategy,
-                        db=db, timeout=timeout, early_stopping=early_stopping, seed=seed,
-                        capture=_captured, workers=workers, transfer=transfer)
+                        db=where.url, timeout=timeout, early_stopping=early_stopping,
+                        seed=seed, capture=_captured, workers=workers, transfer=transfer)
     except PyptoError as exc:
         raise fail(str(exc)) from None
     if report is not None:
-        _write_report(db, None, [], report)
+        _write_report(where.url, None, [], report)
     if code:
         raise typer.Exit(code)
 

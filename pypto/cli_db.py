@@ -1,7 +1,8 @@
 """``pypto db ...``: look into, share and maintain the schedule database (Typer sub-app).
 
 Every command takes ``--db URL`` (a SQLAlchemy URL or a SQLite file path; default
-``$PYPTO_DB``, else ``tuning_logs/pypto.db``). Errors: one line on stderr, exit 1.
+``$PYPTO_DB``, else the database ``pypto.db.location`` finds). Errors: one line on stderr,
+exit 1.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from pypto.db.location import DEFAULT_HELP
 from pypto.errors import PyptoError
 
 if TYPE_CHECKING:
@@ -23,8 +25,7 @@ db_app = typer.Typer(help="The schedule database: stats, list, show, best, expor
                      pretty_exceptions_enable=False)
 
 DbOpt = Annotated[str | None, typer.Option(
-    "--db", help="Database URL or SQLite file (default: $PYPTO_DB, else "
-                 "tuning_logs/pypto.db).", show_default=False)]
+    "--db", help=f"Database URL or SQLite file ({DEFAULT_HELP}).", show_default=False)]
 KeyArg = Annotated[str, typer.Argument(help="A workload key, or a unique prefix of one "
                                             "(`pypto db list` shows them).",
                                        show_default=False)]
@@ -89,14 +90,19 @@ def _version_note(version: str) -> str:
 
 @db_app.command()
 def stats(db: DbOpt = None, as_json: JsonOpt = False) -> None:
-    """Counts of workloads, targets, records (by status and model version), runs."""
+    """Which database is used and why; counts of workloads, targets, records (by status
+    and model version), runs."""
     from pypto.db.cost_models import RECENT, prediction_quality
+    from pypto.db.location import locate, sqlite_path
 
-    with _store(db) as store:
+    where = locate(db)
+    with _store(where.url) as store:
         s = store.stats()
         quality = prediction_quality(store) if s.exists else []
         if as_json:
-            _echo_json({"url": s.url, "exists": s.exists, "workloads": s.workloads,
+            path = sqlite_path(where.url)
+            _echo_json({"url": s.url, "path": str(path) if path else None, "why": where.why,
+                        "exists": s.exists, "workloads": s.workloads,
                         "targets": s.targets, "records": s.records, "runs": s.runs,
                         "cost_models": s.cost_models, "by_status": dict(s.by_status),
                         "by_model_version": dict(s.by_model_version),
@@ -107,10 +113,10 @@ def stats(db: DbOpt = None, as_json: JsonOpt = False) -> None:
                                         for q in quality]})
             return
         if not s.exists:
-            typer.echo(f"{s.url}: no database yet (nothing tuned; `pypto tune FILE` or "
-                       "`pypto db import FILE.jsonl` creates it)")
+            typer.echo(f"{s.url}: no database yet ({where.why}; nothing tuned: `pypto tune "
+                       "FILE` or `pypto db import FILE.jsonl` creates it)")
             return
-        typer.echo(f"database   {s.url}")
+        typer.echo(f"database   {s.url}\n  ({where.why})")
         typer.echo(f"workloads  {s.workloads}\ntargets    {s.targets}\nrecords    {s.records}")
         for status, n in s.by_status:
             typer.echo(f"  {status:<9} {n}")

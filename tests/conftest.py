@@ -1,6 +1,8 @@
 """Shared test setup: the schedule database of a test session is a temporary file, so
 tests never read or write the repository's ``tuning_logs/`` (whose committed logs would
-otherwise turn expected ``default`` schedules into ``tuned`` ones)."""
+otherwise turn expected ``default`` schedules into ``tuned`` ones), and the per-user
+database (``$XDG_DATA_HOME/pypto``) of a test that unsets ``PYPTO_DB`` is a temporary
+one too."""
 
 from __future__ import annotations
 
@@ -11,10 +13,12 @@ import pytest
 
 @pytest.fixture(autouse=True, scope="session")
 def _session_database(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    previous = os.environ.get("PYPTO_DB")
+    previous = {name: os.environ.get(name) for name in ("PYPTO_DB", "XDG_DATA_HOME")}
     os.environ["PYPTO_DB"] = f"sqlite:///{tmp_path_factory.mktemp('db') / 'session.db'}"
+    os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("xdg_data"))
     yield
-    if previous is None:
-        os.environ.pop("PYPTO_DB", None)
-    else:
-        os.environ["PYPTO_DB"] = previous
+    for name, value in previous.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value

@@ -241,8 +241,7 @@ def test_without_a_database_nothing_is_created_and_sqlalchemy_not_loaded(tmp_pat
         c = k.lower(pypto.spec((64, 64), "float16"), pypto.spec((64, 64), "float16"))
         print(c.sources, "sqlalchemy" in sys.modules)
     """)
-    env = {k: v for k, v in os.environ.items() if k != "PYPTO_DB"}
-    env["PYTHONPATH"] = str(ROOT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYPTO_DB": str(tmp_path / "none.db")}
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split() == ["['default']", "False"]

@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("frontend",),
     ("report",),
     ("tuner",),
-    ("cli", "cli_db", "__init__"),
+    ("cli", "cli_db", "cli_output", "__init__"),
 )
 
 

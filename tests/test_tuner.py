@@ -37,6 +37,18 @@ GEMM = textwrap.dedent("""
 """)
 
 
+# a layernorm whose default schedule a random search soon beats
+NORM = textwrap.dedent("""
+    import numpy as np, pypto
+
+    @pypto.kernel
+    def norm(x):
+        return pypto.layernorm(x)
+
+    norm(pypto.tensor(np.random.rand(512, 768), dtype="float16"))
+""")
+
+
 @pytest.fixture
 def gemm_script(tmp_path: Path) -> Path:
     p = tmp_path / "small_gemm.py"
@@ -158,8 +170,11 @@ def test_resume_counts_what_the_database_holds(gemm_script: Path, tmp_path: Path
 
 
 def test_early_stopping_and_timeout(gemm_script: Path, tmp_path: Path) -> None:
+    # (tests/test_cli_everyday.py checks when early stopping counts from)
+    norm = tmp_path / "norm.py"
+    norm.write_text(NORM)
     url = f"sqlite:///{tmp_path / 'e.db'}"
-    r = runner.invoke(app, ["tune", str(gemm_script), "--trials", "500", "--strategy", "random",
+    r = runner.invoke(app, ["tune", str(norm), "--trials", "500", "--strategy", "random",
                             "--seed", "0", "--db", url, "--early-stopping", "3"])
     assert r.exit_code == 0 and "early-stopped" in r.output, r.output
     assert len(_records(url)) < 100

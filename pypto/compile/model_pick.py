@@ -28,7 +28,7 @@ from pypto.sim import MODEL_VERSION
 
 if TYPE_CHECKING:
     from pypto.cost_model.model import CostModel
-    from pypto.db.store import ScheduleStore
+    from pypto.db.reader import ScheduleReader
     from pypto.ir.workload import Workload
     from pypto.targets import Target
 
@@ -37,7 +37,7 @@ EXPAND_ROUNDS = 6         # rounds of greedy neighbourhood expansion
 EXPAND_TOP = 2            # best unexpanded candidates expanded per round
 
 
-def transferred(store: ScheduleStore, wl: Workload, target: Target,
+def transferred(store: ScheduleReader, wl: Workload, target: Target,
                 neighbors: int = PICK_NEIGHBORS) -> list[Schedule]:
     """The best records of the nearest tuned shapes, adapted to ``wl`` (valid, unique;
     one query for all of them)."""
@@ -50,7 +50,7 @@ def transferred(store: ScheduleStore, wl: Workload, target: Target,
     return list(out)
 
 
-def model_pick(store: ScheduleStore, wl: Workload, target: Target,
+def model_pick(store: ScheduleReader, wl: Workload, target: Target,
                model: CostModel) -> Schedule | None:
     """The candidate ``model`` scores best (see the module docstring); None when the
     space cannot be built."""

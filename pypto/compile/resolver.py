@@ -17,23 +17,25 @@ Anything but ``tuned`` warns once per workload, naming the ``pypto tune`` comman
 with a cache of its answers, emptied whenever a store of this process writes records
 (``pypto.db.store.write_epoch``), so a repeated lookup is a dict hit. The database never
 makes a kernel fail: one that cannot be opened gives one warning and the chain goes on
-without it. A read never creates a database; the default one (``tuning_logs/pypto.db``)
-is created on first use only to import the ``tuning_logs/*.jsonl`` logs shipped next to
-it (``pypto.db.logs.sync_tuning_logs``).
+without it. A read never creates a database; one found without ``--db`` or ``$PYPTO_DB``
+(``pypto.db.location``) is created on first use only to import the tuning logs beside it
+(``pypto.db.logs.sync_tuning_logs``). A SQLite file is read through the standard
+library (``pypto.db.reader``): a compile does not import SQLAlchemy.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pypto.db.location import DEFAULT_DIR, display_url, is_default, resolve_url, sqlite_path
-from pypto.db.logs import log_files, sync_tuning_logs
+from pypto.db.location import Location, display_url, locate, sqlite_path
+from pypto.db.logs import import_pending
 from pypto.db.records import Neighbor, workload_sizes
 from pypto.db.store import write_epoch
 from pypto.errors import CostModelError, DatabaseError, PyptoError, ScheduleFallbackWarning
@@ -45,22 +47,26 @@ from pypto.sim.roofline import workload_bound
 
 if TYPE_CHECKING:
     from pypto.cost_model.model import CostModel
-    from pypto.db.store import ScheduleStore
+    from pypto.db.reader import ScheduleReader
     from pypto.ir.workload import Workload
     from pypto.targets import Target
 
+log = logging.getLogger(__name__)
 NEAREST_CANDIDATES = 3  # tuned shapes tried, closest first, until one adapts validly
 TUNED_CANDIDATES = 16  # a workload's own records tried, fastest first, until one is usable
 
 
 class ScheduleResolver:
-    """The fallback chain over the schedule database at ``url`` (opened on first use)."""
+    """The fallback chain over the schedule database at ``location`` (opened on first
+    use; a URL stands for a database given by ``--db`` or ``$PYPTO_DB``)."""
 
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self._store: ScheduleStore | None = None
+    def __init__(self, location: Location | str) -> None:
+        if isinstance(location, str):
+            location = Location(location, "given")
+        self.location = location
+        self.url = location.url
+        self._store: ScheduleReader | None = None
         self._broken = False          # the store failed once (warned): not used again
-        self._synced = False          # the tuning logs beside it were checked
         self._warned: set[tuple[str, str]] = set()
         # cost models per (target key, family), None when the store has none; kept while
         # no store of this process writes (saving a model counts as a write)
@@ -75,14 +81,16 @@ class ScheduleResolver:
             try:
                 found = self._from_store(store, wl, target)
                 if found is not None:
+                    log.debug("%s on %s: the %s schedule", wl.describe(), target.name, found[1])
                     return found
             except DatabaseError as e:
                 self._give_up(e)
+        log.debug("%s on %s: the default schedule", wl.describe(), target.name)
         schedule = default_schedule(wl, target)
         self._warn(wl, target, "using the default heuristic schedule")
         return schedule, "default"
 
-    def _from_store(self, store: ScheduleStore, wl: Workload,
+    def _from_store(self, store: ScheduleReader, wl: Workload,
                     target: Target) -> tuple[Schedule, str] | None:
         tuned = self._tuned(store, wl, target)
         if tuned is not None:
@@ -101,7 +109,7 @@ class ScheduleResolver:
                 return adapted, "nearest"
         return None
 
-    def _tuned(self, store: ScheduleStore, wl: Workload, target: Target) -> Schedule | None:
+    def _tuned(self, store: ScheduleReader, wl: Workload, target: Target) -> Schedule | None:
         """The fastest record's schedule that validates now and is physically possible
         (not below the roofline bound): a record imported from elsewhere, or measured
         under other rules, never shadows the good ones behind it."""
@@ -123,7 +131,7 @@ class ScheduleResolver:
                 return schedule
         return None
 
-    def cost_model(self, store: ScheduleStore, target: Target, family: str) -> CostModel | None:
+    def cost_model(self, store: ScheduleReader, target: Target, family: str) -> CostModel | None:
         """The stored cost model of (target, family), loaded once; None when there is
         none, or it is stale or unreadable (warned once: retrain it)."""
         epoch = write_epoch()
@@ -142,7 +150,7 @@ class ScheduleResolver:
                               ScheduleFallbackWarning, stacklevel=_user_stacklevel())
         return self._models[key]  # type: ignore[return-value]
 
-    def _model_pick(self, store: ScheduleStore, wl: Workload,
+    def _model_pick(self, store: ScheduleReader, wl: Workload,
                     target: Target) -> Schedule | None:
         model = self.cost_model(store, target, wl.family)
         if model is None:
@@ -152,32 +160,40 @@ class ScheduleResolver:
         picked = model_pick(store, wl, target, model)
         return None if picked is None else valid_as_is(wl, target, picked)
 
-    def store(self) -> ScheduleStore | None:
+    def store(self) -> ScheduleReader | None:
         """The store; None when it cannot be used (warned once) or, for a SQLite file
         that does not exist, when there is nothing to put in it yet."""
         if self._broken:
             return None
         if self._store is None:
-            path = sqlite_path(self.url)
-            if path is not None and not path.exists() and not (
-                    is_default(self.url) and log_files(path.parent)):
-                return None
-            from pypto.db import open_store
-
             try:
-                self._store = open_store(self.url)
-            except DatabaseError as e:
+                self._store = self._open()
+            except (PyptoError, OSError) as e:
                 self._give_up(e)
-                return None
-        if not self._synced and is_default(self.url):
-            self._synced = True
-            try:
-                sync_tuning_logs(self._store, Path(sqlite_path(self.url) or DEFAULT_DIR).parent,
-                                 stacklevel=_user_stacklevel() + 1)
-            except PyptoError as e:
-                self._give_up(e)
-                return None
         return self._store
+
+    def _open(self) -> ScheduleReader | None:
+        """A SQLite file of our schema is read through ``sqlite3``; anything else (and any
+        import of the tuning logs beside the database) through the SQLAlchemy store."""
+        from pypto.db.reader import open_reader
+
+        if self.location.logs is not None:
+            for report in import_pending(self.url, self.location.logs,
+                                         stacklevel=_user_stacklevel() + 2):
+                log.info("%s (into %s)", report.describe(), display_url(self.url))
+        reader = open_reader(self.url)
+        where = f"{display_url(self.url)} ({self.location.why})"
+        if reader is not None:
+            log.info("schedules from %s, read through sqlite3", where)
+            return reader
+        path = sqlite_path(self.url)
+        if path is not None and not path.exists():
+            log.info("no schedule database at %s yet: default schedules", where)
+            return None
+        from pypto.db import open_store
+
+        log.info("schedules from %s, read through SQLAlchemy", where)
+        return open_store(self.url)
 
     def close(self) -> None:
         if self._store is not None:
@@ -236,16 +252,17 @@ class CachedResolver:
 
 # One resolver per database URL in this process (a kernel compiles against $PYPTO_DB,
 # which a program, or `pypto tune`, may point elsewhere while it runs).
-_resolvers: dict[str, CachedResolver] = {}
+_resolvers: dict[tuple[str, Path | None], CachedResolver] = {}
 
 
 def resolver_for(url: str | None = None) -> CachedResolver:
     """The process's cached resolver for ``url`` (default: ``$PYPTO_DB``, else the
-    default database)."""
-    resolved = resolve_url(url)
-    found = _resolvers.get(resolved)
+    database ``pypto.db.location.locate`` finds)."""
+    location = locate(url)
+    key = (location.url, location.logs)
+    found = _resolvers.get(key)
     if found is None:
-        found = _resolvers[resolved] = CachedResolver(ScheduleResolver(resolved))
+        found = _resolvers[key] = CachedResolver(ScheduleResolver(location))
     return found
 
 

@@ -1,8 +1,9 @@
 """The schedule database: every measured schedule, looked up when a kernel compiles.
 
 ``open_store(url)`` gives a ``ScheduleStore`` (SQLite or PostgreSQL through SQLAlchemy,
-which loads only then). ``url`` defaults to ``$PYPTO_DB``, else
-``sqlite:///tuning_logs/pypto.db`` under the working directory. See ``pypto.db.store``
+which loads only then). ``url`` defaults to ``$PYPTO_DB``, else the database
+``pypto.db.location`` finds (the nearest ``tuning_logs/pypto.db``, else the per-user one);
+compile-time lookups read SQLite through ``pypto.db.reader``. See ``pypto.db.store``
 for the interface, ``pypto.compile.resolver`` for the compile-time chain over it and
 ``pypto.db.jsonl`` for the shareable JSON-lines logs.
 
@@ -45,8 +46,9 @@ __all__ = [
 
 def open_store(url: str | None = None) -> ScheduleStore:
     """The schedule store at ``url`` (a SQLAlchemy URL or a SQLite file path), else
-    ``$PYPTO_DB``, else ``tuning_logs/pypto.db``. Opening touches nothing: a read of a
-    database that does not exist returns nothing; the first write creates it.
+    ``$PYPTO_DB``, else the database ``pypto.db.location.locate`` finds. Opening touches
+    nothing: a read of a database that does not exist returns nothing; the first write
+    creates it.
 
     Raises:
         DatabaseError: ``url`` is not a SQLite or PostgreSQL URL.

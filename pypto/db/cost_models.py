@@ -31,6 +31,7 @@ from pypto.errors import CostModelError, PyptoError
 from pypto.sim import MODEL_VERSION
 
 if TYPE_CHECKING:
+    from pypto.db.reader import ScheduleReader
     from pypto.db.store import ScheduleStore
     from pypto.ir.workload import Workload
     from pypto.targets import Target
@@ -104,7 +105,7 @@ def save_to_store(store: ScheduleStore, target: Target, model: CostModel) -> Non
                           TargetInfo.of(target))
 
 
-def load_from_store(store: ScheduleStore, target: Target, family: str,
+def load_from_store(store: ScheduleReader, target: Target, family: str,
                     nthread: int = 1) -> CostModel | None:
     """The stored (target, family) model of the current timing model, or None.
 

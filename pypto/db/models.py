@@ -28,11 +28,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-#: The Alembic revision this code's models correspond to (``migrations/versions``).
-SCHEMA_REVISION = "0003"
-#: Our Alembic version table (Optuna's Alembic uses the default ``alembic_version``).
-VERSION_TABLE = "pypto_alembic_version"
-PREFIX = "pypto_"
+from pypto.db.revision import PREFIX, VERSION_TABLE
+from pypto.db.revision import SCHEMA_REVISION as SCHEMA_REVISION  # the models' revision
 
 KEY = String(64)  # sha256 hex digests
 # Integer primary keys auto-increment in SQLite only as INTEGER; BIGINT elsewhere.

@@ -10,6 +10,7 @@ SQLite) and the schema check are in ``pypto.db.engine``; the hot statements in
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import time
@@ -60,6 +61,7 @@ from pypto.db.records import (
     WorkerInfo,
     WorkloadInfo,
 )
+from pypto.db.rows import nearest_of
 from pypto.db.store import ScheduleStore, note_records_written
 from pypto.errors import DatabaseError
 from pypto.schedule_space.schedule import Schedule
@@ -143,6 +145,8 @@ class SQLStore(ScheduleStore):
                 conn.execute(m.Base.metadata.tables[m.VERSION_TABLE].insert(),
                              {"version_num": m.SCHEMA_REVISION})
                 state = "created"
+        if state == "created":
+            logging.getLogger(__name__).info("created PyPTO's tables in %s", self.display)
         if state == "created" and self._path is not None:
             use_wal(self._get_engine())
         self._ready = state in ("ready", "created")
@@ -241,22 +245,9 @@ class SQLStore(ScheduleStore):
         if not self._exists(write=False):
             return []
         with self._tx(write=False) as conn:
-            # Rank every shape of the family (one index range), then probe the closest for
-            # a best record (one index seek each) until ``limit`` have one: cheaper than
-            # asking which of them are tuned first.
-            rows = [(key, text) for key, text in conn.execute(qs.FAMILY, {"fk": family_key}).all()
-                    if key != exclude]
-            distances = qs.distances(sizes, [text for _, text in rows])
-            out: list[Neighbor] = []
-            for i in sorted(range(len(rows)), key=distances.__getitem__):
-                if len(out) == limit or distances[i] == float("inf"):
-                    break
-                best = conn.execute(qs.NEIGHBOR, {"wk": rows[i][0], "tk": target_key,
-                                                "mv": model_version}).first()
-                if best is not None:
-                    info = qs.to_workload(best[len(qs.RECORD_COLUMNS):])
-                    out.append(Neighbor(float(distances[i]), info, qs.to_record(best)))
-        return out
+            family = [tuple(row) for row in conn.execute(qs.FAMILY, {"fk": family_key}).all()]
+            return nearest_of(family, sizes, limit, exclude, lambda key: conn.execute(
+                qs.NEIGHBOR, {"wk": key, "tk": target_key, "mv": model_version}).first())
 
     def workloads(self, prefix: str = "") -> list[WorkloadInfo]:
         if not self._exists(write=False):

@@ -51,10 +51,10 @@ def run_tune(file: Path, *, kernels: list[str] | None, target: str | None, trial
     ``trials`` is the total each workload should have on the target, whoever measures it:
     this run's ``workers`` processes, or other runs sharing the database. ``transfer``:
     start each workload from the adapted best schedules of its nearest tuned shapes."""
-    from rich.console import Console
     from rich.table import Table
 
     from pypto.db.location import display_url
+    from pypto.report.console import console
     from pypto.tuner.strategies import get_strategy
     from pypto.tuner.tasks import extract_tasks
     from pypto.tuner.workers import Pool, check_workers
@@ -66,7 +66,7 @@ def run_tune(file: Path, *, kernels: list[str] | None, target: str | None, trial
         load_target(target)
     store, url = _open_store(db)
     check_workers(workers, url)
-    out, err = Console(), Console(stderr=True)
+    out, err = console(), console(stderr=True)
     previous = os.environ.get("PYPTO_DB")
     os.environ["PYPTO_DB"] = url
     try:
@@ -131,7 +131,13 @@ def _tune_all(tasks: list[Any], store: Any, pool: Any, err: Any,
               options: TuneOptions) -> list[Any]:
     """Tune each task in turn (here, or by the workers of ``pool``), with a progress bar
     showing the trials of every worker."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from pypto.tuner.loop import tune_task
 
@@ -141,10 +147,16 @@ def _tune_all(tasks: list[Any], store: Any, pool: Any, err: Any,
         with Progress(TextColumn("{task.description}"), BarColumn(),
                       TextColumn("{task.completed}/{task.total} trials"),
                       TextColumn("{task.fields[best]}"), TextColumn("{task.fields[rate]}"),
-                      TimeElapsedColumn(), console=err, transient=False) as progress:
+                      TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                      console=err, transient=False) as progress:
             bar = progress.add_task(task.label, total=trials, best="", rate="")
+            first = [True]
 
-            def show(res: Any, bar: Any = bar, progress: Any = progress) -> None:
+            def show(res: Any, bar: Any = bar, progress: Any = progress,
+                     first: list[bool] = first) -> None:
+                if first[0]:  # the trials done before: no part of the rate behind the ETA
+                    first[0] = False
+                    progress.reset(bar, completed=res.trials_total)
                 best = ""
                 if res.best_cycles is not None:
                     best = f"best {res.best_cycles:,} cyc ({_fmt_us(res.task, res.best_cycles)} µs)"
@@ -162,12 +174,14 @@ def _tune_all(tasks: list[Any], store: Any, pool: Any, err: Any,
             err.print(f"{task.label}: already has {res.trials_before} trials on "
                       f"{task.target.name} (asked {trials}): nothing to do")
         else:
-            err.print(f"{task.label}: {res.status}: " + ", ".join(_notes(res)))
+            err.print(f"{task.label}: {res.status}: " + ", ".join(_notes(res, pool is not None)))
         results.append(res)
     return results
 
 
-def _notes(res: Any) -> list[str]:
+def _notes(res: Any, pooled: bool = False) -> list[str]:
+    """What a task's run did, for its closing line. ``pooled``: workers of this run
+    measured it together."""
     notes = [f"{res.trials_run} measured"]
     others = res.trials_total - res.trials_before - res.trials_run
     if others > 0:
@@ -175,7 +189,9 @@ def _notes(res: Any) -> list[str]:
     if res.rejected:
         notes.append(f"{res.rejected} infeasible point(s) rejected unmeasured")
     if res.duplicates:
-        notes.append(f"{res.duplicates} proposal(s) measured or in flight elsewhere skipped")
+        where = "measured or in flight elsewhere" if pooled or others > 0 else \
+            "measured already"
+        notes.append(f"{res.duplicates} proposal(s) {where} skipped")
     if res.transferred:
         notes.append(f"{res.transferred} schedule(s) transferred from tuned shapes queued")
     if res.mutated or res.uniform:

@@ -407,11 +407,18 @@ class _Tuner:
         self.since_best = 0 if improved else claim.progress.since_best + 1
 
     def _early_stop_reached(self) -> bool:
+        """``early_stopping`` trials in a row without a better schedule, counted once one
+        has beaten the default: a search still looking for its first improvement goes on
+        (to ``--trials``, or a ``--timeout``)."""
         patience = self.options.early_stopping
-        if patience and self.since_best >= patience:
+        if patience and self._beat_default() and self.since_best >= patience:
             self.res.status = "early-stopped"
             return True
         return False
+
+    def _beat_default(self) -> bool:
+        best, default = self.res.best_cycles, self.res.default_cycles
+        return best is not None and (default is None or best < default)
 
     def _stop_requested(self) -> bool:
         """The deadline passed (status ``timeout``) or the caller asks to stop

@@ -20,7 +20,8 @@ class TuneOptions:
         trials: measured trials each task should have in the database, whoever measures
             them (this worker, its peers, earlier runs).
         seed: seeds the strategy; a seeded single-process run is reproducible.
-        early_stopping: stop a task after this many trials without a better one.
+        early_stopping: stop a task after this many trials in a row without a better one,
+            counted once a schedule has beaten the default.
         deadline: a ``time.perf_counter()`` value after which no trial starts.
         time_limit: seconds one measurement may take (it then counts as a ``timeout``).
         commit_every: records held back before one commit (1: each as it is measured).
