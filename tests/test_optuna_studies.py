@@ -213,3 +213,96 @@ def test_an_in_memory_database_keeps_no_study() -> None:
     from pypto.tuner.record_study import RecordStudy
 
     assert RecordStudy.open("sqlite://", _task()) is None
+
+
+# -- pypto dashboard ----------------------------------------------------------------------
+
+
+def test_dashboard_without_the_package_names_the_install_command(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from pypto.cli import app
+
+    monkeypatch.setitem(sys.modules, "optuna_dashboard", None)    # not installed
+    out = CliRunner().invoke(app, ["dashboard", "--db", f"sqlite:///{tmp_path / 'x.db'}"])
+    assert out.exit_code == 1
+    assert "pip install optuna-dashboard" in out.output
+    assert "Traceback" not in out.output
+
+
+def test_dashboard_on_an_in_memory_or_missing_database_says_so(tmp_path: Path) -> None:
+    pytest.importorskip("optuna_dashboard")
+    from typer.testing import CliRunner
+
+    from pypto.cli import app
+
+    out = CliRunner().invoke(app, ["dashboard", "--db", f"sqlite:///{tmp_path / 'none.db'}"])
+    assert out.exit_code == 1 and "no schedule database" in out.output
+    out = CliRunner().invoke(app, ["dashboard", "--db", "sqlite://"])
+    assert out.exit_code == 1 and "no schedule database" in out.output
+
+
+def test_publish_all_brings_imported_records_into_their_study(tmp_path: Path) -> None:
+    """Records that no run wrote to a study (imported logs) join it before the dashboard
+    starts."""
+    import optuna
+
+    from pypto.db import TargetInfo, WorkloadInfo
+    from pypto.tuner.dashboard import publish_all
+
+    task = _task()
+    url = f"sqlite:///{tmp_path / 'i.db'}"
+    rng = __import__("random").Random(3)
+    samples = list({s.key: s for s in (task.space.sample(rng) for _ in range(9))}.values())
+    with open_store(url) as store:
+        store.add_records([Record(task.workload.key, task.target.key, s, cycles=500 + i,
+                                  source="import") for i, s in enumerate(samples)],
+                          workloads=[WorkloadInfo.of(task.workload)],
+                          targets=[TargetInfo.of(task.target)])
+        assert publish_all(store) == 1
+        assert publish_all(store) == 1      # nothing added twice
+    study = optuna.load_study(study_name="matmul 64x64x32 f16 ascend910b",
+                              storage=journal(tmp_path / "i.db"))
+    assert sorted(t.value for t in study.trials) == [500.0 + i for i in range(len(samples))]
+
+
+def test_dashboard_serves_the_studies(tmp_path: Path) -> None:
+    """With optuna-dashboard installed, ``pypto dashboard`` serves the study of records
+    (its API lists it, and its trials have the real values)."""
+    pytest.importorskip("optuna_dashboard")
+    import json
+    import socket
+    import time
+    import urllib.request
+
+    db = tmp_path / "d.db"
+    tune(db, 4)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "pypto.cli", "dashboard", "--db",
+                             f"sqlite:///{db}", "--port", str(port)], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline, studies = time.time() + 60, None
+        while studies is None and time.time() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies",
+                                            timeout=5) as r:
+                    studies = json.load(r)["study_summaries"]
+            except OSError:
+                time.sleep(0.2)
+        assert studies is not None, proc.stdout.read() if proc.poll() is not None else ""
+        (study,) = studies
+        assert study["study_name"] == GEMM
+        with urllib.request.urlopen(
+                f"http://127.0.0.1:{port}/api/studies/{study['study_id']}?after=0",
+                timeout=10) as r:
+            detail = json.load(r)
+        assert len(detail["trials"]) == 4
+        assert {p["name"] for p in detail["trials"][0]["params"]} >= {"m1", "n1", "k1"}
+        assert detail["objective_names"] == ["cycles"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
