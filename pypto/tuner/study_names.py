@@ -79,6 +79,7 @@ def named_study(storage: Any, name: str, ident: dict[str, str], *,
     ``ident`` and ``attrs`` as user attributes and the objective named ``cycles``."""
     import optuna
 
+    optuna.logging.set_verbosity(optuna.logging.WARNING)   # "A new study created ..."
     for s in storage.get_all_studies():
         if _has(s.user_attrs, ident):
             return optuna.load_study(study_name=s.study_name, storage=storage, sampler=sampler)
