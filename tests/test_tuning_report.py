@@ -177,3 +177,29 @@ def test_pypto_report_after_pypto_tune_as_subprocesses(tmp_path):
     page = (tmp_path / "r.html").read_text()
     assert page.count('class="workload-row"') == 1
     assert "matmul matmul (float16[1024, 1024], float16[1024, 1024])" in page
+
+
+def test_scored_records_get_a_predicted_vs_measured_panel(reports):
+    """Records the ``model`` strategy proposed carry its score: a fifth panel plots the
+    scores against the measured times, with their rank correlation; without scores, no
+    such panel."""
+    import dataclasses
+
+    from pypto.report.tuning_figures import workload_figure
+
+    w = reports[0]
+    assert not any(t.get("xaxis") == "x5" for t in workload_figure(w)["data"])
+    ok = [t for t in w.trials if t.status == "ok" and t.cycles]
+    # scores that rank the trials exactly (higher: faster), then a model that is no help
+    exact = {id(t): 1e6 / t.cycles for t in ok}
+    scored = dataclasses.replace(w, trials=[dataclasses.replace(t, model_score=exact.get(id(t)))
+                                            for t in w.trials])
+    fig = workload_figure(scored)
+    (panel,) = [t for t in fig["data"] if t.get("xaxis") == "x5"]
+    assert len(panel["x"]) == len(ok) and fig["layout"]["yaxis5"]["type"] == "log"
+    titles = [a["text"] for a in fig["layout"]["annotations"]]
+    assert any(f"({len(ok)} trials, Spearman +1.00)" in t for t in titles)
+    flat = dataclasses.replace(w, trials=[dataclasses.replace(t, model_score=1.0)
+                                          for t in w.trials])
+    assert any("Spearman +0.00" in a["text"]
+               for a in workload_figure(flat)["layout"]["annotations"])
