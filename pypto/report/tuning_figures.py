@@ -101,7 +101,9 @@ def workload_figure(w: WorkloadReport) -> dict:
                      "hovertemplate": "%{y} at %{x:.2f} µs: %{z:.0%} busy<extra></extra>",
                      "xaxis": "x4", "yaxis": "y4"})
     scored = [t for t in w.trials if t.status == "ok" and t.cycles and t.model_score is not None]
-    top, bottom = ((0.72, 1.0), (0.36, 0.6)) if scored else ((0.6, 1.0), (0.0, 0.36))
+    # rows of panels (paper coordinates) and where the second row's titles go
+    top, bottom, titled = ((0.76, 1.0), (0.40, 0.62), 0.64) if scored else \
+        ((0.6, 1.0), (0.0, 0.36), 0.4)
     layout = {
         "height": 860 if scored else 600, "margin": {"l": 60, "r": 10, "t": 30, "b": 40},
         "font": FONT, "legend": {"orientation": "h", "y": -0.06 if scored else -0.12},
@@ -121,8 +123,8 @@ def workload_figure(w: WorkloadReport) -> dict:
         "annotations": [
             _title("best so far vs trials (dots: every ok trial)", 0.0, top[1]),
             _title("best so far vs wall time", 0.55, top[1]),
-            _title("parameter importance (eta squared of log cycles)", 0.0, bottom[1] + 0.04),
-            _title("best schedule: pipe activity per time bucket", 0.55, bottom[1] + 0.04)],
+            _title("parameter importance (eta squared of log cycles)", 0.0, titled),
+            _title("best schedule: pipe activity per time bucket", 0.55, titled)],
     }
     if scored:
         data.append(_predicted_vs_measured(scored, us))
@@ -133,7 +135,7 @@ def workload_figure(w: WorkloadReport) -> dict:
                             "title": {"text": "measured µs"}}
         layout["annotations"].append(_title(
             f"cost model: predicted vs measured ({len(scored)} trials, Spearman "
-            f"{_spearman(scored):+.2f})", 0.0, 0.28))
+            f"{_spearman(scored):+.2f})", 0.0, 0.26))
     return {"data": data, "layout": layout}
 
 

@@ -11,8 +11,10 @@ is full while other workers' trials are in flight waits for them (one may yet tu
 invalid, or its worker die); so does a worker about to ask a shared study for a trial,
 because the ask may pop a dead worker's re-queued schedule, which must not then be failed
 for want of budget. Each record is committed as soon as it is measured and ends
-its claim, so a SIGKILL loses at most the trial in flight; the claims of a dead worker are
-removed by its peers and their schedules re-queued (``pypto.tuner.study``).
+its claim (then it is written to the study Optuna's tools open,
+``pypto.tuner.record_study``), so a SIGKILL loses at most the trial in flight; the
+claims of a dead worker are removed by its peers and their schedules re-queued
+(``pypto.tuner.study``).
 
 A run resumes from the database: it counts the trials already there, warm-starts its
 study from them and, with an in-memory study, picks up what other processes record while

@@ -52,8 +52,9 @@ JOURNAL_SUFFIX = ".optuna-journal"
 MAX_RETRY = 2
 #: the user attribute that names a trial's schedule (warm starts skip what is there)
 SCHEDULE_ATTR = "schedule_key"
-#: the journal storages opened by this process, by path
-_JOURNALS: dict[Path, Any] = {}
+#: the storages opened by this process, by journal path or server URL (a journal is read
+#: whole when opened, a server's tables are checked)
+_STORAGES: dict[str, Any] = {}
 
 
 def journal_path(db_file: Path) -> Path:
@@ -82,8 +83,8 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
 
 def storage_for(url: str) -> optuna.storages.BaseStorage | None:
     """Optuna's storage beside the schedule database at ``url`` (None: an in-memory
-    database, which has none): the journal file of a SQLite file (one per file and
-    process: a journal is read whole when opened), Optuna's tables on PostgreSQL.
+    database, which has none): the journal file of a SQLite file, Optuna's tables on
+    PostgreSQL; one per file or server and process.
 
     Raises:
         TuneError: a journal that cannot be read, or Optuna's tables that cannot be opened.
@@ -95,7 +96,7 @@ def storage_for(url: str) -> optuna.storages.BaseStorage | None:
     path = sqlite_path(url)
     if path is not None:
         journal = journal_path(path).resolve()
-        cached = _JOURNALS.get(journal)
+        cached = _STORAGES.get(str(journal))
         if cached is not None and journal.is_file():
             return cached
         try:
@@ -105,15 +106,19 @@ def storage_for(url: str) -> optuna.storages.BaseStorage | None:
             raise TuneError(f"cannot read the Optuna journal {journal} ({e}); it holds only "
                             "the samplers' memory and a view of the records (results are "
                             "in the database): move it away and run again") from None
-        _JOURNALS[journal] = storage
+        _STORAGES[str(journal)] = storage
         return storage
     if url.startswith("postgresql"):
+        if url in _STORAGES:
+            return _STORAGES[url]
         rdb_url = _without_commit_wait(url)
         # Several processes may create Optuna's tables at once; the loser retries.
         for attempt in range(5):
             try:
-                return optuna.storages.RDBStorage(rdb_url,
-                                                  engine_kwargs={"pool_pre_ping": True})
+                storage = optuna.storages.RDBStorage(rdb_url,
+                                                     engine_kwargs={"pool_pre_ping": True})
+                _STORAGES[url] = storage
+                return storage
             except Exception as e:  # noqa: BLE001 - a lost creation race, or the server
                 if attempt == 4:
                     text = str(e).strip().splitlines()[0] if str(e).strip() else \
