@@ -174,5 +174,8 @@ def test_tune_with_report_from_the_command_line_renders(browser, tmp_path):
         assert rows == 1
         page.eval("window.pyptoRenderAll()")
         assert page.eval("document.querySelectorAll('#fig-1 .scatterlayer .point').length") >= 12
+        # the default strategy (model) scored its proposals: predicted vs measured
+        assert page.eval("document.querySelectorAll('#fig-1 .subplot.x5y5 .point').length") \
+            == 12
     finally:
         page.ws.close()
