@@ -306,3 +306,13 @@ def test_dashboard_serves_the_studies(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_a_study_that_cannot_be_written_warns_and_tuning_goes_on(tmp_path: Path) -> None:
+    from pypto.tuner.loop import TuneOptions, tune_task
+
+    (tmp_path / "w.db.optuna-journal").mkdir()       # no file can be written there
+    with open_store(f"sqlite:///{tmp_path / 'w.db'}") as store:
+        with pytest.warns(RuntimeWarning, match="Optuna study of the tuning records"):
+            res = tune_task(_task(), store, TuneOptions("random", 4, seed=0))
+        assert res.status == "done" and len(store.records()) == 4
