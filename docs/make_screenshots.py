@@ -1,5 +1,6 @@
 """Screenshots of the two HTML pages for the docs: docs/tuning_report.png and
-docs/profile.png. Tunes examples/gemm.py (two runs, tpe and random, in a fresh database),
+docs/profile.png. Tunes examples/gemm.py (two runs, model and random, in a fresh database;
+the model's scores give the predicted-vs-measured panel),
 writes `pypto report`, profiles examples/gemm.py and examples' softmax, and captures both
 pages in headless Chromium (tests/browser.py). Run: python docs/make_screenshots.py
 """
@@ -27,7 +28,8 @@ def main() -> None:
         tmp_path = pathlib.Path(tmp)
         db = f"sqlite:///{tmp_path / 'shots.db'}"
         gemm = str(ROOT / "examples" / "gemm.py")
-        pypto("tune", gemm, "--trials", "100", "--seed", "1", "--db", db, cwd=tmp_path)
+        pypto("tune", gemm, "--trials", "100", "--seed", "1", "--strategy", "model", "--db", db,
+              cwd=tmp_path)
         pypto("tune", gemm, "--trials", "200", "--strategy", "random", "--seed", "2",
               "--db", db, cwd=tmp_path)
         pypto("report", "--db", db, "-o", str(tmp_path / "report.html"), cwd=tmp_path)
@@ -39,7 +41,7 @@ def main() -> None:
                               timeout=180)
                 page.eval("window.pyptoRenderAll()", timeout=300)
                 assert page.errors == [], page.errors
-                page.screenshot(ROOT / "docs" / out, width=1400, height=1700)
+                page.screenshot(ROOT / "docs" / out, width=1400, height=1900)
                 print(f"wrote docs/{out}")
 
 

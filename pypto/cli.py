@@ -199,6 +199,22 @@ def _write_report(db: str | None, target: str | None, workloads: list[str],
 
 
 @app.command()
+def dashboard(db: Annotated[str | None, typer.Option(
+                  help="Schedule database URL (default: $PYPTO_DB, else "
+                       "tuning_logs/pypto.db).")] = None,
+              host: Annotated[str, typer.Option(help="Address to serve on.")] = "127.0.0.1",
+              port: Annotated[int, typer.Option(help="Port to serve on.")] = 8080) -> None:
+    """Open the database's Optuna studies in optuna-dashboard (pip install
+    optuna-dashboard): a study per workload and target, trials with real schedule values."""
+    from pypto.tuner.dashboard import run_dashboard
+
+    try:
+        run_dashboard(db, host=host, port=port, echo=typer.echo)
+    except PyptoError as exc:
+        raise fail(str(exc)) from None
+
+
+@app.command()
 def tune(file: FileArg, kernel: KernelOpt = None, target: TargetOpt = None,
          trials: Annotated[int, typer.Option(
              "--trials", "-n", help="Measured trials each workload should have on the target "

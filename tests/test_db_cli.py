@@ -213,3 +213,70 @@ def test_export_import_export_is_byte_identical(db: str, tmp_path: Path) -> None
     assert invoke("db", "import", str(first), "--db", fresh).exit_code == 0
     assert invoke("db", "export", str(second), "--db", fresh).exit_code == 0
     assert second.read_bytes() == first.read_bytes()
+
+
+@pytest.mark.parametrize("log", sorted((ROOT / "tuning_logs").glob("*.jsonl")),
+                         ids=lambda p: p.name)
+def test_the_shipped_logs_round_trip_byte_identical(log: Path, tmp_path: Path) -> None:
+    """export -> import -> export of each shipped log gives the same bytes."""
+    fresh, again = str(tmp_path / "fresh.db"), tmp_path / "again.jsonl"
+    assert invoke("db", "import", str(log), "--db", fresh).exit_code == 0
+    assert invoke("db", "export", str(again), "--db", fresh).exit_code == 0
+    assert again.read_bytes() == log.read_bytes()
+
+
+def test_the_run_history_travels_with_the_records(tmp_path: Path, compiled) -> None:
+    """Records of tuning runs export with their run; import finds or adds it (once), so
+    a database's runs come back and export -> import -> export stays identical."""
+    from pypto.db import TargetInfo, WorkloadInfo
+
+    wl, target, s = compiled.workloads[0], compiled.target, compiled.schedules[0]
+    src = str(tmp_path / "src.db")
+    with open_store(src) as store:
+        runs = [store.start_run(strategy=name, trials_asked=2, command=f"pypto tune -s {name}",
+                                host="h", workload=WorkloadInfo.of(wl),
+                                target=TargetInfo.of(target)) for name in ("tpe", "model")]
+        store.add(wl, target, [
+            Record.measured(wl, target, s, cycles=15000, run_id=runs[0]),
+            Record.measured(wl, target, s.replace(l1_depth=1), cycles=14000, run_id=runs[1]),
+            Record.measured(wl, target, s.replace(l0_depth=1), status="error", error="boom",
+                            run_id=runs[1]),
+            Record.measured(wl, target, s.replace(l0_depth=3), cycles=14500)])
+        store.update_run(runs[0], trials_done=1, best_cycles=15000, status="done")
+        store.update_run(runs[1], trials_done=2, status="interrupted")
+        before = sorted(store.runs(), key=lambda r: r.id)
+    first, second = tmp_path / "1.jsonl", tmp_path / "2.jsonl"
+    assert invoke("db", "export", str(first), "--db", src).exit_code == 0
+    fresh = str(tmp_path / "fresh.db")
+    result = invoke("db", "import", str(first), "--db", fresh)
+    assert result.exit_code == 0 and "2 run(s) added" in result.output, result.output
+    again = invoke("db", "import", str(first), "--db", fresh)
+    assert again.exit_code == 0 and "run(s) added" not in again.output
+    assert invoke("db", "export", str(second), "--db", fresh).exit_code == 0
+    assert second.read_bytes() == first.read_bytes()
+    with open_store(fresh) as store:
+        after = sorted(store.runs(), key=lambda r: r.id)
+        by_run = {r.schedule_key: r.run_id for r in store.records()}
+
+    def without_id(r):
+        return (r.strategy, r.status, r.trials_asked, r.trials_done, r.best_cycles,
+                r.command, r.host, r.workload_key, r.target_key, r.started_at, r.finished_at)
+
+    assert [without_id(r) for r in after] == [without_id(r) for r in before]
+    ids = {r.strategy: r.id for r in after}
+    assert by_run[s.key] == ids["tpe"]
+    assert by_run[s.replace(l1_depth=1).key] == by_run[s.replace(l0_depth=1).key] == ids["model"]
+    assert by_run[s.replace(l0_depth=3).key] is None
+
+
+def test_a_bad_run_in_a_log_names_the_line(db: str, tmp_path: Path) -> None:
+    log = tmp_path / "1.jsonl"
+    assert invoke("db", "export", str(log), "--db", db).exit_code == 0
+    line = json.loads(log.read_text().splitlines()[0])
+    line["run"] = {"strategy": "tpe", "status": "exploded", "trials_asked": 1,
+                   "trials_done": 1, "best_cycles": None, "command": "", "host": "",
+                   "started_at": None, "finished_at": None}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(line) + "\n")
+    result = invoke("db", "import", str(bad), "--db", str(tmp_path / "f.db"))
+    assert result.exit_code == 1 and "line 1: run.status 'exploded'" in result.output

@@ -12,6 +12,7 @@ import os
 import sqlite3
 import uuid
 from concurrent.futures import ProcessPoolExecutor
+from datetime import UTC, datetime, timedelta
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -282,6 +283,27 @@ class TestScheduleStore:
             store.update_run(999_999, trials_done=1)
         with pytest.raises(DatabaseError, match="status"):
             store.update_run(first, status="exploded")
+
+    def test_add_runs_finds_an_equal_run_or_adds_it_as_it_is(self, store, wls):
+        """Runs from another database: one equal to a run here is that run; others are
+        added with their status, counts and times (their ids are not used)."""
+        from pypto.db import Run
+
+        here = store.start_run(strategy="tpe", trials_asked=5, host="h", command="c",
+                               workload=wls["small"], target=TargetInfo.of(TARGET))
+        (mine,) = store.runs()
+        t0 = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+        _add(store, wls["mid"], [rec(wls["mid"], 900, 0)])    # registers the workload
+        theirs = Run(77, "model", "interrupted", 9, 4, 1234, "pypto tune x.py", "h2",
+                     wls["mid"].key, TARGET.key, t0, t0 + timedelta(seconds=3))
+        ids = store.add_runs([dataclasses.replace(mine, id=5), theirs, theirs])
+        assert ids[0] == here and ids[1] == ids[2] != here
+        added = next(r for r in store.runs() if r.id == ids[1])
+        assert dataclasses.replace(added, id=77) == theirs
+        assert store.add_runs([theirs]) == [ids[1]]
+        assert len(store.runs()) == 2
+        with pytest.raises(DatabaseError, match="status"):
+            store.add_runs([dataclasses.replace(theirs, status="exploded")])
 
     def test_cost_models_round_trip_bytes(self, store):
         t = TargetInfo.of(TARGET)

@@ -73,6 +73,28 @@ def test_report_plots_render_with_data(report_page):
                             "#fig-1 .hm image').length") >= 1
 
 
+def test_report_draws_a_figure_when_it_is_scrolled_into_view(browser, report_page):
+    """Figures far below the first screen are drawn when the page is scrolled to them
+    (IntersectionObserver), not at load."""
+    from pathlib import Path
+    from urllib.parse import unquote, urlparse
+
+    page = browser.open(Path(unquote(urlparse(report_page.url).path)), wait_for=DONE)
+    try:
+        drawn = page.eval("window.pyptoRendered")
+        last = f"fig-{page.eval('window.pyptoFigures') - 1}"
+        assert drawn < page.eval("window.pyptoFigures")
+        assert page.eval(f"document.querySelectorAll('#{last} svg.main-svg').length") == 0
+        page.eval(f"document.getElementById('{last}').scrollIntoView()")
+        page.eval(f"new Promise(done => {{ const t = setInterval(() => {{ if (document."
+                  f"querySelectorAll('#{last} .scatterlayer .point').length) {{ "
+                  f"clearInterval(t); done(); }} }}, 50); }})", timeout=60)
+        assert page.eval("window.pyptoRendered") > drawn
+        assert page.errors == []
+    finally:
+        page.ws.close()
+
+
 def test_report_summary_has_a_row_per_workload(report_page):
     rows = report_page.eval("[...document.querySelectorAll('#summary tbody tr')]"
                             ".map(r => r.cells[0].innerText)")
@@ -152,5 +174,8 @@ def test_tune_with_report_from_the_command_line_renders(browser, tmp_path):
         assert rows == 1
         page.eval("window.pyptoRenderAll()")
         assert page.eval("document.querySelectorAll('#fig-1 .scatterlayer .point').length") >= 12
+        # the default strategy (model) scored its proposals: predicted vs measured
+        assert page.eval("document.querySelectorAll('#fig-1 .subplot.x5y5 .point').length") \
+            == 12
     finally:
         page.ws.close()

@@ -250,20 +250,31 @@ def test_two_processes_share_a_sqlite_database(script: Path, tmp_path: Path) -> 
 
 
 def test_two_processes_share_postgresql(script: Path, pg_url: str) -> None:
-    """On PostgreSQL the study itself is shared (Optuna's RDB storage in the same schema):
-    one process with two workers and one alone."""
+    """On PostgreSQL the study itself is shared (Optuna's RDB storage in the same schema,
+    its tables apart from ours): one process with two workers and one alone. Beside the
+    samplers' study, the study of records has every trial once."""
+    import optuna
+
     _two_processes(script, pg_url, 24, first=("--workers", "2"))
     from sqlalchemy import create_engine, inspect
 
     engine = create_engine(pg_url)
     with engine.connect() as conn:
         tables = set(inspect(conn).get_table_names())
-        (name,) = conn.exec_driver_sql("SELECT study_name FROM studies").scalars().all()
-        told = conn.exec_driver_sql("SELECT count(*) FROM trials WHERE state = 'COMPLETE'"
-                                    ).scalar_one()
     engine.dispose()
     assert {"studies", "trials", "pypto_records", "pypto_claims"} <= tables
-    assert name.startswith("pypto:") and told >= 23     # every trial but the default's
+    storage = optuna.storages.RDBStorage(pg_url)
+    studies = {s.user_attrs["pypto"]: s for s in optuna.get_all_study_summaries(storage)}
+    assert set(studies) == {"sampler", "records"}
+    assert studies["records"].study_name == "matmul 128x128x128 f16 ascend910b"
+    sampler = optuna.load_study(study_name=studies["sampler"].study_name, storage=storage)
+    told = [t for t in sampler.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(told) >= 23      # every trial but the default's
+    kept = optuna.load_study(study_name=studies["records"].study_name, storage=storage)
+    keys = [t.user_attrs["schedule_key"] for t in kept.trials]
+    assert sorted(keys) == sorted(r.schedule_key for r in records(pg_url))
+    assert kept.metric_names == ["cycles"]
+    storage.engine.dispose()
 
 
 def _wait_for(predicate: Callable[[], bool], timeout: float = 90) -> None:
@@ -348,9 +359,11 @@ def test_a_killed_worker_is_replaced_and_its_schedule_requeued(tmp_path: Path) -
     assert "re-queued" in " ".join(err.split())
     storage = optuna.storages.JournalStorage(
         optuna.storages.journal.JournalFileBackend(str(journal_path(tmp_path / "r.db"))))
-    (summary,) = optuna.get_all_study_summaries(storage)
+    (summary,) = [s for s in optuna.get_all_study_summaries(storage)
+                  if s.user_attrs["pypto"] == "sampler"]
     trials = optuna.load_study(study_name=summary.study_name, storage=storage).trials
     assert trials[victim.trial].state == optuna.trial.TrialState.FAIL
+    assert trials[victim.trial].user_attrs["reason"] == f"its worker {victim.worker} died"
     (retry,) = [t for t in trials if t.system_attrs.get("failed_trial") == victim.trial]
     assert retry.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.WAITING)
     assert (retry.state == optuna.trial.TrialState.COMPLETE) == (victim.schedule_key in keys)

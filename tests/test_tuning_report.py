@@ -13,6 +13,7 @@ import pytest
 import report_data
 from typer.testing import CliRunner
 
+import pypto
 from pypto.cli import app
 from pypto.db import Record, TargetInfo, WorkloadInfo, open_store
 from pypto.report.tuning_data import Trial, collect, importance
@@ -120,7 +121,27 @@ def test_the_page_is_self_contained(reports):
     scripts = re.findall(r"<script[^>]*src=", page)
     assert scripts == [] and "<link" not in page
     assert "default-src 'none'" in page  # a CSP forbids any request anyway
-    assert page.count("plotly.js v") <= 2  # the bundle once (its banner names itself)
+    assert page.count("* plotly.js (cartesian - minified) v") == 1   # the bundle, once
+
+
+def test_the_pages_draw_only_what_the_inlined_bundle_has(reports):
+    """Plotly's cartesian bundle draws a known set of trace types: every figure of both
+    pages uses only those."""
+    import numpy as np
+
+    from pypto.report import profile_html
+    from pypto.report.tuning_figures import roofline_figure, workload_figure
+    from pypto.report.tuning_html import PLOTLY_TRACES, target_roofs
+
+    figures = [workload_figure(w) for w in reports]
+    figures.append(roofline_figure(reports, *target_roofs(reports)))
+    k = pypto.kernel(lambda a: pypto.relu(a))
+    with pypto.Profiler() as prof:
+        k(pypto.tensor(np.ones((64, 64)), dtype="float16"))
+    for group in profile_html.page_data(prof.calls)["groups"]:
+        figures += group["figures"].values()
+    traces = {t.get("type", "scatter") for f in figures for t in f["data"]}
+    assert {"scatter", "bar", "heatmap"} <= traces <= PLOTLY_TRACES
 
 
 def test_an_empty_database_gives_a_page_that_says_so(tmp_path):
@@ -156,3 +177,29 @@ def test_pypto_report_after_pypto_tune_as_subprocesses(tmp_path):
     page = (tmp_path / "r.html").read_text()
     assert page.count('class="workload-row"') == 1
     assert "matmul matmul (float16[1024, 1024], float16[1024, 1024])" in page
+
+
+def test_scored_records_get_a_predicted_vs_measured_panel(reports):
+    """Records the ``model`` strategy proposed carry its score: a fifth panel plots the
+    scores against the measured times, with their rank correlation; without scores, no
+    such panel."""
+    import dataclasses
+
+    from pypto.report.tuning_figures import workload_figure
+
+    w = reports[0]
+    assert not any(t.get("xaxis") == "x5" for t in workload_figure(w)["data"])
+    ok = [t for t in w.trials if t.status == "ok" and t.cycles]
+    # scores that rank the trials exactly (higher: faster), then a model that is no help
+    exact = {id(t): 1e6 / t.cycles for t in ok}
+    scored = dataclasses.replace(w, trials=[dataclasses.replace(t, model_score=exact.get(id(t)))
+                                            for t in w.trials])
+    fig = workload_figure(scored)
+    (panel,) = [t for t in fig["data"] if t.get("xaxis") == "x5"]
+    assert len(panel["x"]) == len(ok) and fig["layout"]["yaxis5"]["type"] == "log"
+    titles = [a["text"] for a in fig["layout"]["annotations"]]
+    assert any(f"({len(ok)} trials, Spearman +1.00)" in t for t in titles)
+    flat = dataclasses.replace(w, trials=[dataclasses.replace(t, model_score=1.0)
+                                          for t in w.trials])
+    assert any("Spearman +0.00" in a["text"]
+               for a in workload_figure(flat)["layout"]["annotations"])

@@ -2,11 +2,14 @@
 
 One record per line, self-contained: the workload's canonical spec (its key is the
 sha256 of that spec, checked on import), the target's name and key, the schedule, the
-cycles or the error, the status and the timing-model version. No code, no pickles.
+cycles or the error, the status and the timing-model version; where it came from
+(``source``) and when (``created_at``); for a record of a tuning run, the run (strategy,
+command, host, status, counts, start and end), which import finds or adds, so the run
+history travels too. No code, no pickles.
 
     {"version": 1, "workload": {"key": ..., "spec": {...}}, "target": {"name": ...,
      "key": ...}, "schedule": {...}, "status": "ok", "cycles": 34044,
-     "model_version": "sim-2026.12.2", ...}
+     "model_version": "sim-2026.12.2", "run": {"strategy": "tpe", ...}, ...}
 
 Import validates every line before it stores anything; a file with a bad line is
 rejected whole (naming each bad line) unless ``skip_bad`` is given.
@@ -14,6 +17,7 @@ rejected whole (naming each bad line) unless ``skip_bad`` is given.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -23,7 +27,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pypto.db.records import SOURCES, STATUSES, Record, TargetInfo, WorkloadInfo
+from pypto.db.records import (
+    RUN_STATUSES,
+    SOURCES,
+    STATUSES,
+    Record,
+    Run,
+    TargetInfo,
+    WorkloadInfo,
+)
 from pypto.errors import DatabaseError, LogFormatError, PyptoError, ScheduleError
 from pypto.schedule_space import complete, space_for
 from pypto.schedule_space.schedule import Schedule
@@ -47,17 +59,22 @@ class ImportReport:
     added: int                               # records new to the database
     present: int                             # good records it already had
     skipped: tuple[tuple[int, str], ...]     # (line number, reason) of bad lines skipped
+    runs: int = 0                            # tuning runs new to the database
 
     def describe(self) -> str:
         text = (f"{self.path}: {self.lines} line(s), {self.added} record(s) added, "
                 f"{self.present} already present")
+        if self.runs:
+            text += f", {self.runs} run(s) added"
         if self.skipped:
             text += (f"; skipped {len(self.skipped)} bad line(s) (--skip-bad): "
                      + _list(list(self.skipped)))
         return text
 
 
-def record_to_json(record: Record, workload: WorkloadInfo) -> dict[str, Any]:
+def record_to_json(record: Record, workload: WorkloadInfo,
+                   run: Run | None = None) -> dict[str, Any]:
+    """The JSON line of ``record`` (``run``: the run that measured it, if known)."""
     line: dict[str, Any] = {
         "version": FORMAT_VERSION,
         "workload": {"key": workload.key, "family": workload.family,
@@ -78,20 +95,32 @@ def record_to_json(record: Record, workload: WorkloadInfo) -> dict[str, Any]:
     # as they were
     if record.model_score is not None:
         line["model_score"] = record.model_score
+    if run is not None:
+        line["run"] = {"strategy": run.strategy, "status": run.status,
+                       "trials_asked": run.trials_asked, "trials_done": run.trials_done,
+                       "best_cycles": run.best_cycles, "command": run.command,
+                       "host": run.host, "started_at": _iso(run.started_at),
+                       "finished_at": _iso(run.finished_at)}
     return line
+
+
+def _iso(t: datetime | None) -> str | None:
+    return t.isoformat() if t else None
 
 
 def export_records(store: ScheduleStore, path: Path) -> int:
     """Write every record of ``store`` to ``path`` (atomically: a temporary file renamed),
     grouped by workload, target and model version, fewest cycles first."""
     infos = {w.key: w for w in store.workloads()}
+    runs = {r.id: r for r in store.runs()}
     count = 0
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             for record in store.iter_records():
-                line = record_to_json(record, infos[record.workload_key])
+                run = runs.get(record.run_id) if record.run_id is not None else None
+                line = record_to_json(record, infos[record.workload_key], run)
                 out.write(json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n")
                 count += 1
         os.replace(tmp, path)
@@ -102,8 +131,9 @@ def export_records(store: ScheduleStore, path: Path) -> int:
 
 
 def parse_line(text: str, cache: dict[str, WorkloadInfo] | None = None
-               ) -> tuple[Record, WorkloadInfo, TargetInfo]:
-    """One line's record, workload and target; ``ValueError`` saying what is wrong."""
+               ) -> tuple[Record, WorkloadInfo, TargetInfo, Run | None]:
+    """One line's record, workload, target and run (None: the line names none; its
+    ``id`` is 0: not yet stored); ``ValueError`` saying what is wrong."""
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
@@ -167,7 +197,34 @@ def parse_line(text: str, cache: dict[str, WorkloadInfo] | None = None
                         model_score=None if model_score is None else float(model_score))
     except ValueError as e:
         raise ValueError(str(e)) from None
-    return record, workload, target
+    run = obj.get("run")
+    return record, workload, target, None if run is None else _run(run, record)
+
+
+def _run(obj: Any, record: Record) -> Run:
+    """The run of a line (of the line's workload and target)."""
+    if not isinstance(obj, dict):
+        raise ValueError(f"'run' must be an object, got {type(obj).__name__}")
+    status = _field(obj, "status", str, "run.")
+    if status not in RUN_STATUSES:
+        raise ValueError(f"run.status {status!r} must be one of {', '.join(RUN_STATUSES)}")
+    counts = [obj.get(k) for k in ("trials_asked", "trials_done", "best_cycles")]
+    for name, n in zip(("trials_asked", "trials_done", "best_cycles"), counts):
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+            raise ValueError(f"run.{name} {n!r} must be a count (an integer >= 0)")
+    times = []
+    for name in ("started_at", "finished_at"):
+        text = obj.get(name)
+        try:
+            times.append(None if text is None else datetime.fromisoformat(text))
+        except (TypeError, ValueError):
+            raise ValueError(f"run.{name} {text!r} is not an ISO 8601 time") from None
+    strategy, host = _field(obj, "strategy", str, "run."), _field(obj, "host", str, "run.")
+    if len(strategy) > 32 or len(host) > 255:
+        raise ValueError("run.strategy (32 characters at most) or run.host (255) is too long")
+    return Run(0, strategy, status, counts[0] or 0, counts[1] or 0, counts[2],
+               _field(obj, "command", str, "run."), host, record.workload_key,
+               record.target_key, times[0], times[1])
 
 
 def import_records(store: ScheduleStore, path: Path, *, skip_bad: bool = False) -> ImportReport:
@@ -178,7 +235,7 @@ def import_records(store: ScheduleStore, path: Path, *, skip_bad: bool = False) 
     except UnicodeDecodeError as e:
         raise LogFormatError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start}); "
                              "nothing imported", []) from None
-    good: list[tuple[Record, WorkloadInfo, TargetInfo]] = []
+    good: list[tuple[Record, WorkloadInfo, TargetInfo, Run | None]] = []
     bad: list[tuple[int, str]] = []
     cache: dict[str, WorkloadInfo] = {}
     lines = 0
@@ -188,7 +245,7 @@ def import_records(store: ScheduleStore, path: Path, *, skip_bad: bool = False) 
         lines += 1
         try:
             parsed = parse_line(line, cache)
-            problem = physical_problem(*parsed)
+            problem = physical_problem(*parsed[:3])
             if problem is not None:
                 raise ValueError(problem)
             good.append(parsed)
@@ -198,12 +255,31 @@ def import_records(store: ScheduleStore, path: Path, *, skip_bad: bool = False) 
         raise LogFormatError(f"{path}: {len(bad)} malformed line(s), nothing imported: "
                              f"{_list(bad)}. Fix them, or pass --skip-bad to import the "
                              f"{len(good)} good line(s)", bad)
-    added = store.add_records([g[0] for g in good],
-                              workloads={g[1].key: g[1] for g in good}.values(),
-                              targets={g[2].key: g[2] for g in good}.values())
+    workloads = {g[1].key: g[1] for g in good}.values()
+    targets = {g[2].key: g[2] for g in good}.values()
+    records, new_runs = _with_runs(store, good, workloads, targets)
+    added = store.add_records(records, workloads=workloads, targets=targets)
     unique = len({(r.workload_key, r.target_key, r.schedule_key, r.model_version)
-                  for r, _, _ in good})
-    return ImportReport(str(path), lines, added, unique - added, tuple(bad))
+                  for r in records})
+    return ImportReport(str(path), lines, added, unique - added, tuple(bad), new_runs)
+
+
+def _with_runs(store: ScheduleStore,
+               good: list[tuple[Record, WorkloadInfo, TargetInfo, Run | None]],
+               workloads: Any, targets: Any) -> tuple[list[Record], int]:
+    """The records of ``good`` with the ids of their runs in ``store`` (found or added,
+    after their workloads and targets); and how many runs were added."""
+    runs = list(dict.fromkeys(g[3] for g in good if g[3] is not None))
+    # added oldest first, so that ids grow with time as in the database they came from
+    runs.sort(key=lambda r: r.started_at.timestamp() if r.started_at else 0.0)
+    if not runs:
+        return [g[0] for g in good], 0
+    store.add_records([], workloads=workloads, targets=targets)
+    before = {r.id for r in store.runs()}
+    ids = dict(zip(runs, store.add_runs(runs)))
+    records = [g[0] if g[3] is None else dataclasses.replace(g[0], run_id=ids[g[3]])
+               for g in good]
+    return records, len(set(ids.values()) - before)
 
 
 def physical_problem(record: Record, workload: WorkloadInfo, target: TargetInfo) -> str | None:

@@ -338,6 +338,38 @@ class SQLStore(ScheduleStore):
         with self._tx(write=False) as conn:
             return [Run(*row[:10], qs.utc(row[10]), qs.utc(row[11])) for row in conn.execute(q)]
 
+    def add_runs(self, runs: Sequence[Run]) -> list[int]:
+        if not runs:
+            return []
+        for r in runs:
+            if r.status not in RUN_STATUSES:
+                raise DatabaseError(f"run status {r.status!r} must be one of {RUN_STATUSES}")
+        self._exists(write=True)
+
+        def same(r: Run) -> tuple[Any, ...]:
+            return (r.strategy, mask_urls(r.command), r.host, r.started_at, r.workload_key,
+                    r.target_key)
+
+        here = {same(r): r.id for r in self.runs()}
+        out: list[int] = []
+        with self._tx(write=True) as conn:
+            wids = self._ids(conn, m.WorkloadRow, {r.workload_key for r in runs
+                                                   if r.workload_key})
+            tids = self._ids(conn, m.TargetRow, {r.target_key for r in runs if r.target_key})
+            for r in runs:
+                key = same(r)
+                if key not in here:
+                    here[key] = int(conn.execute(insert(m.RunRow).returning(m.RunRow.id), {
+                        "strategy": r.strategy, "status": r.status,
+                        "trials_asked": r.trials_asked, "trials_done": r.trials_done,
+                        "best_cycles": r.best_cycles, "command": mask_urls(r.command),
+                        "host": r.host, "workload_id": wids.get(r.workload_key or ""),
+                        "target_id": tids.get(r.target_key or ""),
+                        "started_at": r.started_at or datetime.now(UTC),
+                        "finished_at": r.finished_at}).scalar_one())
+                out.append(here[key])
+        return out
+
     # -- claims ---------------------------------------------------------------------------
     def claim(self, workload_key: str, target_key: str, schedule: Schedule, *,
               worker: WorkerInfo, budget: int | None = None, study: str = "",

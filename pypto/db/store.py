@@ -147,6 +147,14 @@ class ScheduleStore(abc.ABC):
     def runs(self, limit: int | None = None) -> list[Run]:
         """Runs, most recent first."""
 
+    @abc.abstractmethod
+    def add_runs(self, runs: Sequence[Run]) -> list[int]:
+        """The id here of each of ``runs``, from another database (their ``id`` is not
+        used): one equal to a run here (strategy, command, host, start time, workload and
+        target) is that run; any other is added as it is (status, counts, best cycles,
+        start and end). The workloads and targets they name must be registered, else the
+        run names none."""
+
     # -- claims (parallel tuning) -----------------------------------------------------------
     @abc.abstractmethod
     def claim(self, workload_key: str, target_key: str, schedule: Schedule, *,

@@ -46,6 +46,7 @@ class Trial:
     index: int         # 1-based, within the run
     seconds: float | None
     schedule: dict
+    model_score: float | None = None   # the cost model's score when it was proposed
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,7 @@ def _trials(records: list[Record], runs: dict[int, Run]) -> tuple[list[Trial], d
         for i, r in enumerate(rs, 1):
             seconds = _seconds(t0, r.created_at)
             trials.append(Trial(r.cycles, r.status, r.error, name, i, seconds,
-                                dict(r.schedule)))
+                                dict(r.schedule), r.model_score))
     return trials, run_of
 
 

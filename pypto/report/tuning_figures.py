@@ -45,7 +45,8 @@ def best_so_far(trials: Sequence[Trial], x: str) -> tuple[list[float], list[floa
 
 def workload_figure(w: WorkloadReport) -> dict:
     """Four panels: best-so-far vs trials with every trial as a dot; best-so-far vs wall
-    time; parameter importance; the best schedule's pipe timeline."""
+    time; parameter importance; the best schedule's pipe timeline. A fifth when trials
+    carry the cost model's score (the ``model`` strategy's): predicted vs measured."""
     us = 1.0 / (w.clock_ghz * 1e3)
     data: list[dict] = []
     hover = len(w.trials) <= HOVER_SCHEDULES_UP_TO
@@ -99,28 +100,63 @@ def workload_figure(w: WorkloadReport) -> dict:
                      "showscale": False,
                      "hovertemplate": "%{y} at %{x:.2f} µs: %{z:.0%} busy<extra></extra>",
                      "xaxis": "x4", "yaxis": "y4"})
+    scored = [t for t in w.trials if t.status == "ok" and t.cycles and t.model_score is not None]
+    # rows of panels (paper coordinates) and where the second row's titles go
+    top, bottom, titled = ((0.76, 1.0), (0.40, 0.62), 0.64) if scored else \
+        ((0.6, 1.0), (0.0, 0.36), 0.4)
     layout = {
-        "height": 600, "margin": {"l": 60, "r": 10, "t": 30, "b": 40}, "font": FONT,
-        "legend": {"orientation": "h", "y": -0.12}, "hovermode": "closest",
+        "height": 860 if scored else 600, "margin": {"l": 60, "r": 10, "t": 30, "b": 40},
+        "font": FONT, "legend": {"orientation": "h", "y": -0.06 if scored else -0.12},
+        "hovermode": "closest",
         "xaxis": {"domain": [0, 0.47], "title": {"text": "trial"}, "anchor": "y"},
-        "yaxis": {"domain": [0.6, 1], "title": {"text": "µs"}, "type": "log", "anchor": "x"},
+        "yaxis": {"domain": top, "title": {"text": "µs"}, "type": "log", "anchor": "x"},
         "xaxis2": {"domain": [0.55, 1], "title": {"text": "seconds into the run"},
                    "anchor": "y2"},
-        "yaxis2": {"domain": [0.6, 1], "title": {"text": "best µs"}, "type": "log",
+        "yaxis2": {"domain": top, "title": {"text": "best µs"}, "type": "log",
                    "anchor": "x2"},
         "xaxis3": {"domain": [0.12, 0.47], "title": {"text": "share of log-time variance"},
                    "anchor": "y3", "tickformat": ".0%"},
-        "yaxis3": {"domain": [0, 0.36], "anchor": "x3", "automargin": True},
+        "yaxis3": {"domain": bottom, "anchor": "x3", "automargin": True},
         "xaxis4": {"domain": [0.55, 1], "title": {"text": "µs after launch (best schedule)"},
                    "anchor": "y4"},
-        "yaxis4": {"domain": [0, 0.36], "anchor": "x4"},
+        "yaxis4": {"domain": bottom, "anchor": "x4"},
         "annotations": [
-            _title("best so far vs trials (dots: every ok trial)", 0.0, 1.0),
-            _title("best so far vs wall time", 0.55, 1.0),
-            _title("parameter importance (eta squared of log cycles)", 0.0, 0.4),
-            _title("best schedule: pipe activity per time bucket", 0.55, 0.4)],
+            _title("best so far vs trials (dots: every ok trial)", 0.0, top[1]),
+            _title("best so far vs wall time", 0.55, top[1]),
+            _title("parameter importance (eta squared of log cycles)", 0.0, titled),
+            _title("best schedule: pipe activity per time bucket", 0.55, titled)],
     }
+    if scored:
+        data.append(_predicted_vs_measured(scored, us))
+        layout["xaxis5"] = {"domain": [0, 0.47], "anchor": "y5",
+                            "title": {"text": "cost model's score when proposed "
+                                              "(higher: predicted faster)"}}
+        layout["yaxis5"] = {"domain": [0, 0.24], "anchor": "x5", "type": "log",
+                            "title": {"text": "measured µs"}}
+        layout["annotations"].append(_title(
+            f"cost model: predicted vs measured ({len(scored)} trials, Spearman "
+            f"{_spearman(scored):+.2f})", 0.0, 0.26))
     return {"data": data, "layout": layout}
+
+
+def _predicted_vs_measured(scored: Sequence[Trial], us: float) -> dict:
+    """The trials the ``model`` strategy proposed: its score against the measured time."""
+    return {"type": "scatter", "mode": "markers", "name": "predicted vs measured",
+            "showlegend": False, "x": [round(t.model_score or 0.0, 4) for t in scored],
+            "y": [round((t.cycles or 0) * us, 4) for t in scored],
+            "marker": {"size": 4, "opacity": 0.5, "color": "#9467bd"},
+            "hovertemplate": "score %{x:.3f}: %{y:.3f} µs<extra></extra>",
+            "xaxis": "x5", "yaxis": "y5"}
+
+
+def _spearman(scored: Sequence[Trial]) -> float:
+    """Rank correlation of the scores with speed: +1, the model ranked them exactly."""
+    import numpy as np
+
+    from pypto.cost_model.metrics import spearman
+
+    return spearman(np.array([t.model_score for t in scored], dtype=np.float64),
+                    np.array([t.cycles for t in scored], dtype=np.float64))
 
 
 def _title(text: str, x: float, y: float) -> dict:

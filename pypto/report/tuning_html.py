@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,11 +35,20 @@ def environment():  # -> jinja2.Environment, imported on first use
                               trim_blocks=True, lstrip_blocks=True)
 
 
-def plotly_js() -> str:
-    """Plotly's JavaScript bundle, to inline once per page."""
-    from plotly.offline import get_plotlyjs
+#: the trace types Plotly's cartesian bundle draws (``static/README.md``); the pages use
+#: no other
+PLOTLY_TRACES = frozenset({"bar", "box", "contour", "heatmap", "histogram", "histogram2d",
+                           "histogram2dcontour", "image", "pie", "scatter", "scatterternary",
+                           "violin"})
 
-    return get_plotlyjs()
+
+@functools.cache
+def plotly_js() -> str:
+    """Plotly's JavaScript (its cartesian bundle: ``static/README.md``), to inline once per
+    page."""
+    from importlib.resources import files
+
+    return files("pypto.report").joinpath("static/plotly-cartesian.min.js").read_text("utf-8")
 
 
 def summary_rows(reports: Sequence[WorkloadReport]) -> list[dict]:

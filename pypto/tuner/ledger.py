@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from pypto.db import Record, ScheduleStore, TaskProgress
     from pypto.schedule_space import Schedule
     from pypto.tuner.measure import Measurement
+    from pypto.tuner.record_study import RecordStudy
     from pypto.tuner.result import TaskResult
     from pypto.tuner.tasks import Task
 
@@ -25,13 +26,15 @@ class Ledger:
 
     A schedule key is in the ledger once its trial is known here (an invalid record is no
     trial, and never in it). This worker's records are committed to ``store`` every
-    ``commit_every`` (``commit`` forces it)."""
+    ``commit_every`` (``commit`` forces it), and then to ``published``, the study of
+    records that Optuna's tools open (``pypto.tuner.record_study``), when there is one."""
 
     def __init__(self, task: Task, store: ScheduleStore, res: TaskResult,
                  commit_every: int = 1) -> None:
         self.task, self.store, self.res, self.commit_every = task, store, res, commit_every
         self._measured: dict[str, Record] = {}
         self._pending: list[Record] = []
+        self.published: RecordStudy | None = None
 
     def __contains__(self, schedule_key: object) -> bool:
         return schedule_key in self._measured
@@ -79,6 +82,8 @@ class Ledger:
         """Add the records held back to the database (which ends their claims)."""
         if self._pending:
             self.store.add_records(self._pending)
+            if self.published is not None:
+                self.published.add(self._pending)
             self._pending.clear()
 
     def remember(self, records: Iterable[Record]) -> list[Record]:

@@ -11,8 +11,10 @@ is full while other workers' trials are in flight waits for them (one may yet tu
 invalid, or its worker die); so does a worker about to ask a shared study for a trial,
 because the ask may pop a dead worker's re-queued schedule, which must not then be failed
 for want of budget. Each record is committed as soon as it is measured and ends
-its claim, so a SIGKILL loses at most the trial in flight; the claims of a dead worker are
-removed by its peers and their schedules re-queued (``pypto.tuner.study``).
+its claim (then it is written to the study Optuna's tools open,
+``pypto.tuner.record_study``), so a SIGKILL loses at most the trial in flight; the
+claims of a dead worker are removed by its peers and their schedules re-queued
+(``pypto.tuner.study``).
 
 A run resumes from the database: it counts the trials already there, warm-starts its
 study from them and, with an in-memory study, picks up what other processes record while
@@ -67,6 +69,8 @@ WAIT_S = 0.1
 #: seconds between pulls of other processes' records into an in-memory study, and between
 #: checks for dead workers on this host
 SYNC_S = 1.0
+#: why a proposal measured already is no trial (a failed trial's ``reason``)
+DUPLICATE = "duplicate: measured already"
 
 
 class _Step(enum.Enum):
@@ -163,6 +167,7 @@ class _Tuner:
             return self._complete_already(default)
         owned = run_id is None
         res.run_id = run_id if run_id is not None else self._start_run()
+        self._publish()
         self.shared = storage is not None
         self.strategy.use_store(store)
         self.strategy.start(task, storage, self.ledger.records(),
@@ -183,6 +188,14 @@ class _Tuner:
         finally:
             self._end_run(run_status, owned)
         return self._final_result(default)
+
+    def _publish(self) -> None:
+        """Write the records to the study Optuna's tools open, from now on (and, when
+        warm-starting, the ones it lacks now)."""
+        from pypto.tuner.record_study import RecordStudy, settled
+
+        prior = settled(self.store, self.ledger.records()) if self.options.warm else None
+        self.ledger.published = RecordStudy.open(self.store.url, self.task, prior)
 
     def _start_run(self) -> int:
         from pypto.db import TargetInfo, WorkloadInfo
@@ -356,17 +369,17 @@ class _Tuner:
 
         schedule, strategy = proposal.schedule, self.strategy
         if schedule is None:
-            strategy.fail(proposal)             # infeasible: the sampler learns it
+            strategy.fail(proposal, reason="infeasible: no valid schedule (see 'invalid')")
             return _Step.REJECTED
         if schedule.key in self.ledger:
-            strategy.fail(proposal)             # the study has its trial already
+            strategy.fail(proposal, reason=DUPLICATE)   # the study has its trial already
             return _Step.DUPLICATE
         claim = self._claim(schedule, proposal.number)
         if claim.status == ClaimOutcome.FULL:
             strategy.give_back(proposal)        # a dead worker's schedule stays queued
             return _Step.BUDGET_FULL
         if claim.status == ClaimOutcome.BUSY:
-            strategy.fail(proposal)             # measured elsewhere right now: not a trial
+            strategy.fail(proposal, reason="duplicate: being measured by another worker")
             return _Step.DUPLICATE
         known = claim.record if claim.status == ClaimOutcome.MEASURED else None
         if known is not None:
@@ -374,7 +387,7 @@ class _Tuner:
         if self.shared:
             strategy.label(proposal)            # what the trial measured (warm starts skip it)
         if known is not None:
-            strategy.fail(proposal)             # the study has its trial already
+            strategy.fail(proposal, reason=DUPLICATE)   # the study has its trial already
             return _Step.DUPLICATE
         m = self._measure_while_proposing(schedule, proposer)
         if not m.counts:
@@ -403,7 +416,7 @@ class _Tuner:
         if m.ok:
             self.strategy.tell(proposal, m.cycles or 0)
         else:
-            self.strategy.fail(proposal)
+            self.strategy.fail(proposal, reason=f"{m.status}: {m.error}")
         self.since_best = 0 if improved else claim.progress.since_best + 1
 
     def _early_stop_reached(self) -> bool:

@@ -14,7 +14,13 @@ is the samplers' memory of it. Where it lives:
   its Alembic revision is in ``alembic_version``, ours in ``pypto_alembic_version``.
 
 A study is per (workload, target, timing-model version, parameter encoding), so strategies
-that encode schedules alike (``tpe``, ``gp``, ``cmaes``; ``random``, ``grid``) share one.
+that encode schedules alike (``tpe``, ``gp``, ``cmaes``; ``random``, ``grid``, ``model``)
+share one. In a storage it is named ``matmul 1024x1024x1024 f16 ascend910b (sampler,
+feasible-2)`` and found by its identity (``pypto.tuner.study_names``); its objective is
+``cycles``, a trial it measured names its schedule (``schedule_key``, and ``schedule``,
+the real values, where the parameters are encoded) and a failed one says why (``reason``).
+What people open is the study of records beside it (``pypto.tuner.record_study``), which
+every run writes, in memory or not.
 A trial whose worker died is failed and re-queued with Optuna's
 ``RetryHeartbeatStaleTrialCallback`` (its parameters come back as a waiting trial that the
 next ``ask`` of any worker takes); Optuna's own heartbeat is not used, because the
@@ -31,8 +37,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pypto.sim import MODEL_VERSION
 from pypto.tuner import TuneError
+from pypto.tuner.strategies.base import REASON_ATTR
 
 if TYPE_CHECKING:
     import optuna
@@ -46,6 +52,9 @@ JOURNAL_SUFFIX = ".optuna-journal"
 MAX_RETRY = 2
 #: the user attribute that names a trial's schedule (warm starts skip what is there)
 SCHEDULE_ATTR = "schedule_key"
+#: the storages opened by this process, by journal path or server URL (a journal is read
+#: whole when opened, a server's tables are checked)
+_STORAGES: dict[str, Any] = {}
 
 
 def journal_path(db_file: Path) -> Path:
@@ -65,27 +74,51 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
         TuneError: an in-memory database (nothing to share), a journal that cannot be
             read, or a server whose Optuna tables cannot be opened.
     """
+    storage = storage_for(url)
+    if storage is None:
+        raise TuneError("parallel tuning needs a database file or server for the workers "
+                        "to share; give --db a SQLite file or a postgresql:// URL")
+    return storage
+
+
+def storage_for(url: str) -> optuna.storages.BaseStorage | None:
+    """Optuna's storage beside the schedule database at ``url`` (None: an in-memory
+    database, which has none): the journal file of a SQLite file, Optuna's tables on
+    PostgreSQL; one per file or server and process.
+
+    Raises:
+        TuneError: a journal that cannot be read, or Optuna's tables that cannot be opened.
+    """
     import optuna
 
     from pypto.db.location import display_url, sqlite_path
 
     path = sqlite_path(url)
     if path is not None:
-        journal = journal_path(path)
+        journal = journal_path(path).resolve()
+        cached = _STORAGES.get(str(journal))
+        if cached is not None and journal.is_file():
+            return cached
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            return optuna.storages.JournalStorage(_journal_file(journal))
+            storage = optuna.storages.JournalStorage(_journal_file(journal))
         except (OSError, ValueError) as e:
             raise TuneError(f"cannot read the Optuna journal {journal} ({e}); it holds only "
-                            "the samplers' memory (results are in the database): move it "
-                            "away and run again") from None
+                            "the samplers' memory and a view of the records (results are "
+                            "in the database): move it away and run again") from None
+        _STORAGES[str(journal)] = storage
+        return storage
     if url.startswith("postgresql"):
+        if url in _STORAGES:
+            return _STORAGES[url]
         rdb_url = _without_commit_wait(url)
         # Several processes may create Optuna's tables at once; the loser retries.
         for attempt in range(5):
             try:
-                return optuna.storages.RDBStorage(rdb_url,
-                                                  engine_kwargs={"pool_pre_ping": True})
+                storage = optuna.storages.RDBStorage(rdb_url,
+                                                     engine_kwargs={"pool_pre_ping": True})
+                _STORAGES[url] = storage
+                return storage
             except Exception as e:  # noqa: BLE001 - a lost creation race, or the server
                 if attempt == 4:
                     text = str(e).strip().splitlines()[0] if str(e).strip() else \
@@ -93,8 +126,7 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
                     raise TuneError(f"cannot open Optuna's tables in {display_url(url)}: "
                                     f"{text}") from None
                 time.sleep(0.2 * (attempt + 1))
-    raise TuneError("parallel tuning needs a database file or server for the workers to "
-                    "share; give --db a SQLite file or a postgresql:// URL")
+    return None
 
 
 def _without_commit_wait(url: str) -> str:
@@ -112,21 +144,27 @@ def _without_commit_wait(url: str) -> str:
     return parsed.update_query_dict({"options": options}).render_as_string(hide_password=False)
 
 
-def study_name(task: Task, strategy: Strategy) -> str:
-    return (f"pypto:{task.workload.key}:{task.target.key}:{MODEL_VERSION}:"
-            f"{strategy.encoding}")
-
-
 def open_study(task: Task, strategy: Strategy, storage: Any,
                records: Iterable[Record], *, warm: bool = True) -> optuna.Study:
     """The study of ``task`` in ``storage`` (None: in memory), created if missing; with
-    ``warm``, the ``records`` it lacks are added to it as finished trials."""
+    ``warm``, the ``records`` it lacks are added to it as finished trials.
+
+    In a storage the study is named for people (``matmul 1024x1024x1024 f16 ascend910b
+    (sampler, feasible-2)``) and found by its identity (``pypto.tuner.study_names``)."""
     import optuna
 
+    from pypto.tuner.study_names import identity, named_study, short_name
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(storage=storage, sampler=strategy.sampler(),
-                                study_name=study_name(task, strategy), direction="minimize",
-                                load_if_exists=True)
+    name = f"{short_name(task.workload, task.target.name)} (sampler, {strategy.encoding})"
+    if storage is None:
+        study = optuna.create_study(sampler=strategy.sampler(), study_name=name,
+                                    direction="minimize")
+    else:
+        study = named_study(storage, name, identity(task, "sampler", strategy.encoding),
+                            sampler=strategy.sampler(),
+                            attrs={"workload": task.workload.describe(),
+                                   "target": task.target.name})
     if warm:
         present: set[str] = set()
         if storage is not None:
@@ -177,8 +215,12 @@ def requeue(study: optuna.Study, task: Task, strategy: Strategy,
     for claim in claims:
         if claim.study == name and claim.trial is not None:
             try:
+                running = study.get_trials(deepcopy=False)[claim.trial]
+                # Study.tell takes a number but sets no attribute: the storage does
+                study._storage.set_trial_user_attr(running._trial_id, REASON_ATTR,
+                                                   f"its worker {claim.worker} died")
                 study.tell(claim.trial, state=optuna.trial.TrialState.FAIL)
-            except (ValueError, KeyError, UpdateFinishedTrialError):
+            except (ValueError, KeyError, IndexError, UpdateFinishedTrialError):
                 continue        # finished meanwhile, or another worker failed it first
             # a copy: the callback appends to the retry history it is given
             failed = copy.deepcopy(study.get_trials(deepcopy=False)[claim.trial])
@@ -214,6 +256,8 @@ def give_back(study: optuna.Study, trial: optuna.Trial) -> bool:
         study.add_trial(optuna.trial.create_trial(
             state=states.WAITING, params=frozen.params, distributions=frozen.distributions,
             user_attrs=frozen.user_attrs, system_attrs=copy.deepcopy(frozen.system_attrs)))
+    trial.set_user_attr(REASON_ATTR, "given back: not measured (the budget was spent "
+                        "meanwhile, or the run stopped)")
     study.tell(trial, state=states.FAIL)
     return requeued
 

@@ -110,6 +110,7 @@ class Pool:
 
         from pypto.db import TargetInfo, WorkloadInfo
         from pypto.tuner.loop import prior_records
+        from pypto.tuner.record_study import RecordStudy, settled
         from pypto.tuner.strategies import get_strategy
         from pypto.tuner.study import open_storage, open_study
 
@@ -131,7 +132,9 @@ class Pool:
                                            workload=WorkloadInfo.of(t.workload),
                                            target=TargetInfo.of(t.target)))
             storage = storage or open_storage(store.url)
-            open_study(t, strat, storage, prior_records(store, t))
+            prior = prior_records(store, t)
+            open_study(t, strat, storage, prior)
+            RecordStudy.open(store.url, t, settled(store, prior))  # workers add only theirs
         self.run_ids = run_ids
         self.procs: list[Any] = []
         self.reports: dict[int, dict[int, dict[str, Any]]] = {}   # task -> worker -> stats

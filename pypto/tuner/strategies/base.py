@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from pypto.tuner.tasks import Task
 
 
+#: the user attribute of a failed trial that says why it failed
+REASON_ATTR = "reason"
+
+
 @dataclass(frozen=True)
 class Proposal:
     """One point a strategy proposed: ``schedule`` (None: infeasible, to be rejected
@@ -114,13 +118,18 @@ class Strategy:
         """The proposal was measured: ``cycles`` is its value (lower is better)."""
         self.study.tell(proposal.trial, float(cycles))
 
-    def fail(self, proposal: Proposal, problems: Sequence[str] | None = None) -> None:
+    def fail(self, proposal: Proposal, problems: Sequence[str] | None = None, *,
+             reason: str = "") -> None:
         """The proposal is no measured trial of this study (infeasible, duplicate, its
-        measurement failed); ``problems``: why the space or the lowering rejected it."""
+        measurement failed); ``problems``: why the space or the lowering rejected it;
+        ``reason``: why, for people (the trial's user attribute ``reason``)."""
         import optuna
 
         if problems is not None:
             proposal.trial.set_user_attr("invalid", list(problems))
+            reason = reason or "rejected: " + "; ".join(problems)
+        if reason:
+            proposal.trial.set_user_attr(REASON_ATTR, reason)
         self.study.tell(proposal.trial, state=optuna.trial.TrialState.FAIL)
 
     def give_back(self, proposal: Proposal) -> bool:
@@ -133,11 +142,13 @@ class Strategy:
 
     def label(self, proposal: Proposal) -> None:
         """Name the proposal's schedule on its trial (in a shared study, warm starts then
-        skip it)."""
+        skip it), and its real values where the parameters are encoded."""
         from pypto.tuner.study import SCHEDULE_ATTR
 
         assert proposal.schedule is not None
         proposal.trial.set_user_attr(SCHEDULE_ATTR, proposal.schedule.key)
+        if self.encoding != "categorical":
+            proposal.trial.set_user_attr("schedule", dict(proposal.schedule))
 
     # -- points from elsewhere ------------------------------------------------------------
     def enqueue(self, schedule: Schedule) -> bool:
@@ -168,16 +179,23 @@ class Strategy:
                                                                  dict[str, Any]] | None:
         """Optuna params and distributions of ``schedule``, or None if it is not a point of
         ``space`` in this encoding."""
-        from optuna.distributions import CategoricalDistribution
+        return categorical(space, schedule)
 
-        knobs = dict(schedule)
-        if set(knobs) != set(space.axes):
+
+def categorical(space: Space, schedule: Schedule) -> tuple[dict[str, Any],
+                                                           dict[str, Any]] | None:
+    """``schedule`` as Optuna params, its real values, and their distributions, one
+    categorical per axis over its choices; None if it is not a point of ``space``."""
+    from optuna.distributions import CategoricalDistribution
+
+    knobs = dict(schedule)
+    if set(knobs) != set(space.axes):
+        return None
+    for name, axis in space.axes.items():
+        if not any(c == knobs[name] and type(c) is type(knobs[name]) for c in axis.choices):
             return None
-        for name, axis in space.axes.items():
-            if not any(c == knobs[name] and type(c) is type(knobs[name]) for c in axis.choices):
-                return None
-        return knobs, {name: CategoricalDistribution(list(axis.choices))
-                       for name, axis in space.axes.items()}
+    return knobs, {name: CategoricalDistribution(list(axis.choices))
+                   for name, axis in space.axes.items()}
 
 
 class FeasibleStrategy(Strategy):
