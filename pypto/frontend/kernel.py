@@ -105,7 +105,7 @@ class Kernel:
         if result is None and any(n.op == INLINE_ASM for n in graph.nodes):
             outputs, structure = [], None   # it runs raw blocks for what they do
         else:
-            outputs, structure = _flatten_outputs(self.name, result)
+            outputs, structure = _flatten_outputs(self.name, result, _is_stub(self.fn))
         for t in outputs:
             if t._graph is not graph:
                 from pypto.frontend.ops.trace import _node_id
@@ -230,11 +230,23 @@ def _param_names(fn: Callable[..., Any], n: int) -> list[str]:
     return names + [f"in{i}" for i in range(len(names), n)]
 
 
-def _flatten_outputs(name: str, result: Any) -> tuple[list[Tensor], Any]:
+def _stub() -> None: ...
+
+
+def _is_stub(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn``'s body does nothing (``...`` or ``pass``, as a placeholder)."""
+    code = getattr(fn, "__code__", None)
+    return code is not None and code.co_code == _stub.__code__.co_code
+
+
+def _flatten_outputs(name: str, result: Any, stub: bool = False) -> tuple[list[Tensor], Any]:
     if isinstance(result, Tensor):
         return [result], "single"
     if isinstance(result, (tuple, list)) and result and all(isinstance(r, Tensor) for r in result):
         return list(result), type(result)
+    if result is None and stub:
+        raise KernelError(f"kernel {name!r} has an empty body (`...` or `pass`): write it, "
+                          "returning the result tensor(s), e.g. `return pypto.relu(x)`")
     if result is None:
         raise KernelError(f"kernel {name!r} returned None; return the result tensor(s), "
                           "e.g. `return pypto.matmul(A, B)`")
