@@ -25,13 +25,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from pypto.codegen import isa
-from pypto.codegen.asm_instructions import (
+from pypto.codegen.asm_format import format_instruction
+from pypto.codegen.asm_parse import parse_row
+from pypto.codegen.asm_syntax import (
     LABEL,
     NAME,
     Cursor,
     LabelRef,
-    format_instruction,
-    parse_row,
 )
 from pypto.codegen.isa import INSTR
 from pypto.codegen.memories import MemoryMap, for_target, isa_view, memory_map
