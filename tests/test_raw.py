@@ -224,9 +224,14 @@ def test_a_bad_line_names_its_line_column_and_what_was_expected(code, words, lin
 def test_a_runaway_loop_is_an_error_naming_its_line_not_a_hang():
     code = "MOV R1, #1\nspin:\n  ADD R0, R0, #1\n  BNE R1, #0, spin\n"
     with pytest.raises(SimError, match=r"core 0, line [34] .*issued 1,000 instructions "
-                                       r"without reaching the end.*never ends"):
+                                       r"without core 0 reaching the end.*never ends"):
         _lower(code, budget=1000)
     assert len(_lower(code.replace("#1\n", "#0\n", 1), budget=1000).programs[0].cores[0]) == 3
+    # the budget bounds what all cores issue together (and so the memory it takes)
+    count = "MOV R1, #300\nagain:\n  SUB R1, R1, #1\n  BNE R1, #0, again\n"
+    assert len(_lower(".core 0\n" + count, budget=1000).programs[0].cores[0]) == 601
+    with pytest.raises(SimError, match=r"core 1, line (9|10) .*without core 1 reaching the end"):
+        _lower(".core 0\n" + count + ".core 1\n" + count, budget=1000)
 
 
 @pytest.mark.parametrize(("line", "words"), [

@@ -53,13 +53,13 @@ def lower_raw(spec: RawSpec, inputs: Inputs, target: Target, name: str) -> Progr
     from pypto.codegen.asm import parse_block
     from pypto.sim.check import check_program
     from pypto.sim.races import find_races
-    from pypto.sim.scalar import issue
+    from pypto.sim.scalar import DEFAULT_BUDGET, issue
 
     symbols = raw_symbols(spec, inputs)
     program = parse_block(spec.code, symbols, target, name=name,
                           max_cores=max(target.cube_cores, target.vector_cores))
     _refuse_writes_to_inputs(program, spec)
-    issued = issue(program, spec.budget)
+    issued = issue(program, spec.budget or DEFAULT_BUDGET)
     check_program(issued, target)
     for race in find_races(issued):
         warnings.warn(f"{name}: {race} (synchronization inside pypto.raw() is the block's "

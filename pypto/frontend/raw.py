@@ -48,9 +48,6 @@ from pypto.ir.raw import RawSpec
 
 _RAW_DEPTH: ContextVar[int] = ContextVar("pypto_raw_depth", default=0)
 _NAME = re.compile(r"[A-Za-z_][\w.]*")
-#: Instructions one core of a raw block may issue (loops included) before it is called
-#: runaway (``pypto.sim.scalar.DEFAULT_BUDGET``).
-DEFAULT_BUDGET = 1 << 20
 
 
 @contextlib.contextmanager
@@ -68,7 +65,7 @@ def raw() -> Iterator[None]:
 
 
 def inline_asm(code: str, *, outputs: Mapping[str, Spec] | None = None,
-               budget: int = DEFAULT_BUDGET, **bindings: Any) -> Any:
+               budget: int | None = None, **bindings: Any) -> Any:
     """Add a raw block to the kernel being traced (inside ``with pypto.raw():``).
 
     Args:
@@ -76,8 +73,9 @@ def inline_asm(code: str, *, outputs: Mapping[str, Spec] | None = None,
             warnings count from its first line.
         outputs: the tensors the block writes, by the name its code gives them
             (``GM[out]``), each a ``pypto.spec(shape, dtype)``.
-        budget: how many instructions one core may issue, loops included, before the
-            block is called runaway.
+        budget: how many instructions the block's cores may issue together, loops
+            included, before it is called runaway (by default
+            ``pypto.sim.scalar.DEFAULT_BUDGET``, 2**18).
         **bindings: tensors the block reads, by the name its code gives them (``GM[x]``).
 
     Returns:
@@ -93,7 +91,8 @@ def inline_asm(code: str, *, outputs: Mapping[str, Spec] | None = None,
     if not isinstance(code, str):
         raise KernelError(f"pypto.inline_asm() takes the assembly as a str, got "
                           f"{type(code).__name__}")
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)
+                               or budget < 1):
         raise KernelError(f"pypto.inline_asm(budget=...) must be a positive int, got {budget!r}")
     declared = _outputs(outputs or {}, bindings)
     inputs = []

@@ -26,12 +26,13 @@ from pypto.ir.workload import RAW, TensorSpec, WNode, Workload
 @dataclass(frozen=True)
 class RawSpec:
     """What a raw block's attributes say: its code, the names its inputs are bound to,
-    its declared outputs ``(name, shape, dtype name)`` and its instruction budget."""
+    its declared outputs ``(name, shape, dtype name)`` and its instruction budget (None:
+    the scalar unit's default)."""
 
     code: str
     inputs: tuple[str, ...]
     outputs: tuple[tuple[str, tuple[int, ...], str], ...]
-    budget: int
+    budget: int | None
 
     def attrs(self) -> dict[str, Any]:
         return {"code": self.code, "inputs": self.inputs, "outputs": self.outputs,
@@ -41,8 +42,9 @@ class RawSpec:
     def of(node: Node | WNode) -> RawSpec:
         outputs = tuple((str(name), tuple(shape), str(dtype))
                         for name, shape, dtype in node.attr("outputs"))
+        budget = node.attr("budget")
         return RawSpec(node.attr("code"), tuple(node.attr("inputs")), outputs,
-                       int(node.attr("budget")))
+                       None if budget is None else int(budget))
 
 
 def raw_workload(block: Node, outputs: Sequence[Node], inputs: Sequence[Node]

@@ -14,8 +14,9 @@ each branch in it goes to the instruction issued after it (where it went), so is
 it again changes nothing. A program that needs none of this (everything codegen
 writes) is returned as it is, at the cost of a few vectorized comparisons.
 
-A stream that issues more than ``budget`` instructions (a loop that never ends) is a
-``SimError`` naming the instruction it was at, never a hang.
+A program whose cores issue more than ``budget`` instructions together (a loop that
+never ends) is a ``SimError`` naming the instruction the scalar unit was at, never a
+hang, and what is issued stays in memory that ``budget`` bounds.
 
 Example:
     >>> from pypto.codegen.asm import parse
@@ -33,8 +34,9 @@ from pypto.codegen.isa import BRANCHES, INSTR, REGISTER_BASED, SCALAR_ALU, SCALA
 from pypto.codegen.program import Program
 from pypto.errors import SimError
 
-#: Instructions one core may issue before the scalar unit calls its loop runaway.
-DEFAULT_BUDGET = 1 << 20
+#: Instructions a program's cores may issue together before the scalar unit calls a loop
+#: runaway (about 40 MB of issued instructions).
+DEFAULT_BUDGET = 1 << 18
 
 _F = {name: i for i, name in enumerate(INSTR.names)}
 _D, _A, _B = _F["d_addr"], _F["a_addr"], _F["b_addr"]
@@ -65,15 +67,17 @@ def issue(program: Program, budget: int = DEFAULT_BUDGET) -> Program:
     module docstring); ``program`` itself when nothing is to be worked out.
 
     Raises:
-        SimError: a stream issues more than ``budget`` instructions, a branch leaves
-            its stream, a scalar instruction names no register, or an address leaves
-            the int64 range.
+        SimError: the cores issue more than ``budget`` instructions together, a branch
+            leaves its stream, a scalar instruction names no register, or an address
+            leaves the int64 range.
     """
     if not needs_issue(program):
         return program
     cores, lines = [], []
+    left = budget
     for core, stream in enumerate(program.cores):
-        rows, origin = _Core(program, core, budget).run(stream.tolist())
+        rows, origin = _Core(program, core, left, budget).run(stream.tolist())
+        left -= len(rows)
         cores.append(np.array(rows, dtype=INSTR) if rows else np.zeros(0, dtype=INSTR))
         source = program.lines[core] if program.lines is not None else None
         lines.append(tuple(source[i] for i in origin) if source is not None else ())
@@ -84,8 +88,8 @@ def issue(program: Program, budget: int = DEFAULT_BUDGET) -> Program:
 class _Core:
     """One core's scalar unit: registers R0..R31 (int64, zero at launch)."""
 
-    def __init__(self, program: Program, core: int, budget: int) -> None:
-        self.program, self.core, self.budget = program, core, budget
+    def __init__(self, program: Program, core: int, left: int, budget: int) -> None:
+        self.program, self.core, self.left, self.budget = program, core, left, budget
         self.registers = [0] * SCALAR_REGISTERS
         self.pc = 0
         self.row: tuple = ()
@@ -105,10 +109,10 @@ class _Core:
         origin: list[int] = []
         while self.pc < len(rows):
             self.row = row = rows[self.pc]
-            if len(out) >= self.budget:
-                raise self.fail(f"core {self.core} issued {self.budget:,} instructions without "
-                                "reaching the end of its stream: a loop that never ends? "
-                                "(raise the instruction budget if it should run longer)")
+            if len(out) >= self.left:
+                raise self.fail(f"the cores issued {self.budget:,} instructions without core "
+                                f"{self.core} reaching the end of its stream: a loop that never "
+                                "ends? (raise the instruction budget if it should run longer)")
             origin.append(self.pc)
             op = row[0]
             if op in SCALAR_ALU:
