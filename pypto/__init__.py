@@ -18,6 +18,7 @@ from pypto.errors import (
     DatabaseError,
     DeviceError,
     DTypeError,
+    HazardWarning,
     KernelError,
     LayoutError,
     LogFormatError,
@@ -71,6 +72,7 @@ from pypto.frontend.ops import (
     transpose,
     where,
 )
+from pypto.frontend.raw import inline_asm, raw
 from pypto.frontend.tensor import Tensor, full, ones, rand, tensor, zeros
 from pypto.ir.dtypes import bool_, float16, float32, int8, int32
 from pypto.report.profiler import Profiler
@@ -78,13 +80,16 @@ from pypto.version import __version__
 
 __all__ = [
     "AsmError", "Context", "__version__", "DatabaseError", "DeviceError", "LogFormatError",
-    "ScheduleFallbackWarning", "DTypeError", "Kernel", "KernelError", "LayoutError",
+    "ScheduleFallbackWarning", "DTypeError", "HazardWarning", "Kernel", "KernelError",
+    "LayoutError",
     "Profiler", "PyptoError", "ScalarOverflowError",
     "ScheduleError", "ShapeError", "SimError", "TargetError", "Tensor", "UnsupportedError",
     "abs", "add", "bool_", "broadcast_to", "equal", "greater", "greater_equal", "less",
     "less_equal", "not_equal", "where", "cast", "conv2d", "div", "dot", "exp", "float16", "float32",
-    "full", "gelu", "int8", "int32", "kernel", "layernorm", "log", "matmul", "max", "maximum",
-    "mean", "min", "minimum", "mul", "neg", "ones", "rand", "reciprocal", "relu", "reshape",
+    "full", "gelu", "inline_asm", "int8", "int32", "kernel", "layernorm", "log", "matmul",
+    "max", "maximum",
+    "mean", "min", "minimum", "mul", "neg", "ones", "rand", "raw", "reciprocal", "relu",
+    "reshape",
     "rsqrt", "sigmoid", "softmax", "spec", "sqrt", "sub", "sum", "tanh", "tensor", "transpose",
     "zeros",
 ]

@@ -116,6 +116,10 @@ def space(file: FileArg, kernel: KernelOpt = None, target: TargetOpt = None) -> 
     try:
         for c in _captured(file, kernel, target):
             for i, wl in enumerate(c.workloads):
+                if c.sources[i] == "raw":
+                    typer.echo(f"[{c.name} workload {i}] a raw block (pypto.inline_asm): it "
+                               "runs as written, with no schedule space\n")
+                    continue
                 typer.echo(f"[{c.name} workload {i}] {space_for(wl, c.target).describe()}")
                 typer.echo(f"  schedule ({c.sources[i]}): {c.schedules[i].to_json()}\n")
     except PyptoError as exc:

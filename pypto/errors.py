@@ -77,6 +77,11 @@ class ScheduleFallbackWarning(UserWarning):
     """A kernel runs a schedule that was not tuned for its exact workload."""
 
 
+class HazardWarning(UserWarning):
+    """Pipes of a raw block (``pypto.inline_asm``) race: their synchronization is the
+    block author's job, so PyPTO warns (naming the lines) instead of refusing it."""
+
+
 class SimError(PyptoError, RuntimeError):
     """The simulated device rejected a program (bounds, capacity, alignment, flags)."""
 

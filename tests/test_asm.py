@@ -12,14 +12,17 @@ from hypothesis import strategies as st
 from pypto.codegen.asm import parse, parse_instruction, print_instruction, print_program
 from pypto.codegen.isa import (
     BINARY,
+    BRANCHES,
     F_ACCUMULATE,
     F_ATOMIC,
     F_RELU,
     F_TRANSPOSE,
     INSTR,
     REDUCE,
+    SCALAR_ALU,
     SCALAR_IMM,
     UNARY,
+    VECTOR_REGISTER_BYTES,
     Mem,
     Op,
     Pipe,
@@ -82,13 +85,19 @@ def instructions(draw, builder: StreamBuilder, num_symbols: int) -> None:
     sdtype = draw(st.one_of(st.none(), st.sampled_from(ALL)))
     flags = draw(st.sampled_from([0, F_TRANSPOSE, F_ACCUMULATE, F_TRANSPOSE | F_ACCUMULATE,
                                   F_RELU, F_ATOMIC, F_RELU | F_ATOMIC]))
-    kind = draw(st.sampled_from(["copy", "mmad", "sync", "plain", "vector", "imm"]))
-    if kind == "copy":
+    kind = draw(st.sampled_from(["copy", "mmad", "sync", "plain", "vector", "imm", "scalar",
+                                 "register"]))
+    if kind == "scalar":
+        draw(scalar_instructions(builder))
+    elif kind == "register":
+        draw(register_instructions(builder, num_symbols))
+    elif kind == "copy":
         src, dst = draw(st.sampled_from(sorted(memories.copy_pipes)))
         if Mem.GM in (src, dst) and not num_symbols:
             src, dst = memories.roles["vector"], memories.roles["vector"]
         ops = [draw(operands(dst, num_symbols)), draw(operands(src, num_symbols))]
-        builder.emit(Op.COPY, *ops, dtype=dtype, sdtype=sdtype, flags=flags)
+        bases = {"pipe2": draw(REGISTER_BASE), "event": draw(REGISTER_BASE)}
+        builder.emit(Op.COPY, *ops, dtype=dtype, sdtype=sdtype, flags=flags, **bases)
     elif kind == "mmad":
         ops = [draw(operands(memories.roles[role], num_symbols))
                for role in ("acc", "left", "right")]
@@ -113,6 +122,57 @@ def instructions(draw, builder: StreamBuilder, num_symbols: int) -> None:
         builder.emit(op, *ops, dtype=dtype, sdtype=sdtype, flags=flags, imm=imm)
 
 
+# A register-based address: 0 (none) or Rn as n + 1.
+REGISTER_BASE = st.sampled_from([0, 0, 0, 1, 2, 32])
+REGISTER = st.integers(0, 31)
+
+
+@st.composite
+def scalar_instructions(draw, builder: StreamBuilder) -> None:
+    """MOV, ADD, SUB, MUL with registers or an integer immediate (-1 marks it), and
+    branches (their targets are drawn once the stream is complete: ``programs``)."""
+    op = draw(st.sampled_from(sorted(SCALAR_ALU | BRANCHES)))
+    imm_or_register = st.one_of(REGISTER, st.just(-1))
+    d, a = draw(REGISTER), draw(imm_or_register if op == Op.MOV else REGISTER)
+    b = 0 if op == Op.MOV else draw(imm_or_register)
+    imm = float(draw(st.integers(-2**53, 2**53))) if -1 in (a, b) else 0.0
+    builder.emit(op, Operand(Mem.NONE, d, 0, 0, 0, 0), Operand(Mem.NONE, a, 0, 0, 0, 0),
+                 Operand(Mem.NONE, b, 0, 0, 0, 0), imm=imm)
+
+
+@st.composite
+def register_instructions(draw, builder: StreamBuilder, num_symbols: int) -> None:
+    """VLD/VST of one whole register, at any address with a base register or none; and
+    vector ops on whole registers."""
+    dtype = draw(st.sampled_from(ALL))
+    per_row = VECTOR_REGISTER_BYTES // dtype.itemsize
+    registers = builder.memories.roles["registers"]
+
+    def register() -> Operand:
+        return Operand(registers, VECTOR_REGISTER_BYTES * draw(REGISTER), 1, per_row, per_row)
+
+    if draw(st.booleans()):
+        vector = builder.memories.roles["vector"]
+        memory = Operand(vector, draw(st.one_of(INT64, st.integers(0, 1 << 20))), 1, per_row,
+                         per_row)
+        base = draw(REGISTER_BASE)
+        if draw(st.booleans()):
+            builder.emit(Op.VLD, register(), memory, dtype=dtype, event=base)
+        else:
+            builder.emit(Op.VST, memory, register(), dtype=dtype, pipe2=base)
+        return
+    op = draw(st.sampled_from(sorted(BINARY | UNARY)))
+    count = 3 if op in BINARY else 2
+    builder.emit(op, *[register() for _ in range(count)], dtype=dtype)
+
+
+def with_branch_targets(draw, stream: np.ndarray) -> np.ndarray:
+    """``stream`` with each branch going to a drawn instruction (or the end)."""
+    for i in np.flatnonzero(np.isin(stream["op"], [int(op) for op in BRANCHES])):
+        stream["d_addr"][i] = draw(st.integers(0, len(stream)))
+    return stream
+
+
 @st.composite
 def programs(draw) -> Program:
     """A random program, for no packaged target (``target=`` a random name) or one."""
@@ -128,7 +188,7 @@ def programs(draw) -> Program:
         builder = StreamBuilder(target)
         for _ in range(draw(st.integers(0, 12))):
             draw(instructions(builder, len(symbols)))
-        cores.append(builder.array())
+        cores.append(with_branch_targets(draw, builder.array()))
     name = draw(IDENTIFIER) if target is None else target.name
     return Program(draw(IDENTIFIER), name, symbols, tuple(cores))
 
@@ -281,7 +341,7 @@ BAD_INSTRUCTIONS = [
     ("    VRELU.F16 0x0, UB[0x0:1x1,1,1]", "expected a memory operand like UB[0x0:16x16,16,1]",
      15),
     ("    VRELU.F16 L9[0x0:1x1,1,1], UB[0x0:1x1,1,1]",
-     "unknown memory 'L9' on ascend910b (expected one of GM, L1, L0A, L0B, L0C, UB)", 15),
+     "unknown memory 'L9' on ascend910b (expected one of GM, L1, L0A, L0B, L0C, UB, Q)", 15),
     ("    VRELU.F16 VECTOR[0x0:1x1,1,1], UB[0x0:1x1,1,1]", "unknown memory 'VECTOR'", 15),
     ("    VRELU.F16 UB[0x0:1x1,1], UB[0x0:1x1,1,1]", "expected [ADDR:ROWSxCOLS,RS,CS] after UB",
      17),

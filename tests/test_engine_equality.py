@@ -21,7 +21,18 @@ from hypothesis import strategies as st
 
 import pypto
 from pypto import native
-from pypto.codegen.isa import BINARY, F_TRANSPOSE, INSTR, REDUCE, SCALAR_IMM, UNARY, Mem, Op, Pipe
+from pypto.codegen.isa import (
+    BINARY,
+    F_TRANSPOSE,
+    INSTR,
+    REDUCE,
+    SCALAR_IMM,
+    UNARY,
+    VECTOR_REGISTER_BYTES,
+    Mem,
+    Op,
+    Pipe,
+)
 from pypto.codegen.memories import memory_map
 from pypto.codegen.program import Operand, Program, StreamBuilder, Symbol
 from pypto.codegen.sync import insert_sync
@@ -31,6 +42,7 @@ from pypto.sim import check, fast, reference, timing
 from pypto.sim.hazards import find_hazards
 from pypto.sim.result import TRACE, SimResult
 from pypto.sim.roofline import program_bound, workload_bound
+from pypto.sim.scalar import issue
 from pypto.targets import Target, load_target
 from tests.strategies import broadcastable_to, random_schedule
 from tests.test_asm import programs as wild_programs
@@ -200,7 +212,7 @@ def test_default_gemm_1024_on_both_targets():
 # Per-core capacities both packaged targets have (timing does not check them; the sync
 # pass and the hazard check use the addresses).
 CAPACITY = {Mem.STAGE: 1 << 19, Mem.LEFT: 1 << 16, Mem.RIGHT: 1 << 16, Mem.ACC: 1 << 17,
-            Mem.VECTOR: 3 << 16}
+            Mem.VECTOR: 3 << 16, Mem.REGISTERS: 1 << 13}
 DTYPES = (float16, float32, int8, int32)
 # the Ascend-class paths (both targets these random streams run on have them)
 COPY_PATHS = sorted(memory_map(TARGETS["ascend910b"]).copy_pipes)
@@ -320,6 +332,73 @@ def random_programs(draw: st.DrawFn, target: Target,
 def test_random_streams(data, target_name):
     target = ALL_TARGETS[target_name]
     program = data.draw(random_programs(target))
+    check_same(program, target, program_bound(program, target))
+
+
+@st.composite
+def raw_stream(draw: st.DrawFn, symbols: list[Symbol], event_ids: int) -> np.ndarray:
+    """A raw-mode stream: registers set up, then a loop (``BNE``/``BLT``) whose body loads
+    vector registers from a register-based UB address, computes on them, stores them
+    back and runs random instructions (flags from the sync pass), the address register
+    stepping a register's width each time."""
+    registers = memory_map(TARGETS["ascend910b"]).roles["registers"]
+    dtype = draw(st.sampled_from(DTYPES))
+    width = VECTOR_REGISTER_BYTES // dtype.itemsize
+    iterations = draw(st.integers(1, 4))
+    b = StreamBuilder()
+
+    def q(n: int) -> Operand:
+        return Operand(registers, n * VECTOR_REGISTER_BYTES, 1, width, width)
+
+    def ub(offset: int) -> Operand:
+        return Operand(Mem.VECTOR, offset, 1, width, width)
+
+    for _ in range(draw(st.integers(0, 3))):
+        load = draw(st.booleans())
+        register, offset = q(draw(st.integers(0, 31))), 32 * draw(st.integers(0, 1000))
+        if load:
+            b.emit(Op.VLD, register, ub(offset), dtype=dtype, event=1)   # UB[R0+offset]
+        else:
+            b.emit(Op.VST, ub(offset), register, dtype=dtype, pipe2=1)
+        op = draw(st.sampled_from(sorted(BINARY | UNARY)))
+        b.emit(op, *[q(draw(st.integers(0, 31))) for _ in range(3 if op in BINARY else 2)],
+               dtype=dtype)
+        draw(instruction(b, symbols))
+    body = insert_sync(b.rows, event_ids)
+    scalar = StreamBuilder()
+
+    def emit(op: Op, d: int, a: int, b: int, imm: int = 0) -> None:
+        scalar.emit(op, *(Operand(Mem.NONE, r, 0, 0, 0, 0) for r in (d, a, b)), imm=imm)
+
+    emit(Op.MOV, 0, -1, 0, 0)                   # R0: the address, from 0
+    emit(Op.MOV, 1, -1, 0, iterations)          # R1: iterations left
+    emit(Op.MOV, 2, -1, 0, 0)                   # R2: iterations done
+    emit(Op.ADD, 0, 0, -1, VECTOR_REGISTER_BYTES)
+    emit(Op.SUB, 1, 1, -1, 1)
+    emit(Op.ADD, 2, 2, -1, 1)
+    if draw(st.booleans()):
+        emit(Op.BNE, 3, 1, -1, 0)               # while R1 != 0
+    else:
+        emit(Op.BLT, 3, 2, -1, iterations)      # while R2 < iterations
+    rows = scalar.rows[:3] + body + scalar.rows[3:]
+    return np.array(rows, dtype=INSTR)
+
+
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.data(), st.sampled_from(sorted(ALL_TARGETS)))
+def test_random_raw_streams(data, target_name):
+    """Raw mode: what the scalar unit issues (loops, register-based addresses, scalar
+    instructions, loads and stores of vector registers) times alike in both engines."""
+    target = ALL_TARGETS[target_name]
+    symbols = [Symbol(f"t{i}", data.draw(st.sampled_from(DTYPES)),
+                      (data.draw(st.integers(1, 64)), data.draw(st.integers(1, 3000))), "tmp")
+               for i in range(data.draw(st.integers(1, 3)))]
+    cores = tuple(data.draw(raw_stream(symbols, target.event_ids))
+                  for _ in range(data.draw(st.integers(1, 3))))
+    program = issue(Program("raw", target.name, tuple(symbols), cores))
+    assert issue(program) is program        # what was issued issues as it is
+    assert all(len(c) >= len(s) for c, s in zip(program.cores, cores))
     check_same(program, target, program_bound(program, target))
 
 

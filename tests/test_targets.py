@@ -55,12 +55,12 @@ def test_ascend910b_matches_published_figures() -> None:
     assert (t.vendor, t.clock_ghz, t.cube_cores, t.vector_cores) == ("Huawei", 1.85, 24, 48)
     capacities = {name: m.capacity for name, m in t.memories.items() if name != "GM"}
     assert capacities == {"L1": 512 * KIB, "L0A": 64 * KIB, "L0B": 64 * KIB,
-                          "L0C": 128 * KIB, "UB": 192 * KIB}
+                          "L0C": 128 * KIB, "UB": 192 * KIB, "Q": 32 * 256}
     assert (t.memory("UB").alignment, t.memory("L0A").alignment,
             t.memory("L0B").alignment, t.memory("L0C").alignment) == (32, 512, 512, 64)
     assert {role: t.role(role).name for role in ROLES} == {
         "global": "GM", "stage": "L1", "left": "L0A", "right": "L0B", "acc": "L0C",
-        "vector": "UB"}
+        "vector": "UB", "registers": "Q"}
     assert t.fractal("float16") == (16, 16, 16) and t.fractal_passes("float16") == 1
     assert t.fractal("int8") == (16, 32, 16)
     assert t.fractal("float32") == (16, 8, 16) and t.fractal_passes("float32") == 2
@@ -96,7 +96,7 @@ def test_ascend310_matches_published_figures() -> None:
     assert (t.cube_cores, t.vector_cores) == (2, 2)
     capacities = {name: m.capacity for name, m in t.memories.items() if name != "GM"}
     assert capacities == {"L1": 1 * MIB, "L0A": 64 * KIB, "L0B": 64 * KIB,
-                          "L0C": 256 * KIB, "UB": 256 * KIB}
+                          "L0C": 256 * KIB, "UB": 256 * KIB, "Q": 32 * 256}
     assert t.l2_bytes == 8 * MIB
     assert t.gm_bytes_per_cycle_chip == 67
     assert t.path("GM", "L1").bytes_per_cycle == t.l2_read_bytes_per_cycle == 128
@@ -255,13 +255,14 @@ BAD_FILES = [
     ("path to nowhere", r"^\"UB->UB\"", '"UB->L2X"', ['paths."UB->L2X"', "L2X"]),
     ("path name", r"^\"UB->UB\"", '"UB-UB"', ["paths.UB-UB", "SRC->DST"]),
     ("duplicate path", r"^\"UB->UB\"", '"UB -> GM"', ['paths."UB -> GM"', "second time"]),
-    ("pipe", r"pipe = \"VEC\"", 'pipe = "VECTOR"', ['paths."UB->UB".pipe', "MTE2"]),
+    ("pipe", r"^\"UB->UB\" = \{ pipe = \"VEC\"", '"UB->UB" = { pipe = "VECTOR"',
+     ['paths."UB->UB".pipe', "MTE2"]),
     ("extra section", r"^\[sync\]", "[cubee]\nx = 1\n\n[sync]", ["cubee", "section"]),
     ("extra field", r"^clock_ghz = 1\.85", "clock_ghz = 1.85\nclock_gz = 2",
      ["target.clock_gz", "unknown"]),
     ("extra role", r"^acc = \"L0C\"", 'acc = "L0C"\naccum = "L0C"', ["roles.accum"]),
-    ("extra path field", r"pipe = \"VEC\"", 'pipe = "VEC", speed = 3',
-     ['paths."UB->UB".speed']),
+    ("extra path field", r"^\"UB->UB\" = \{ pipe = \"VEC\"",
+     '"UB->UB" = { pipe = "VEC", speed = 3', ['paths."UB->UB".speed']),
     ("memory not a table", r"^L0B = \{.*$", "L0B = 65536", ["memories.L0B", "table"]),
     ("empty name", r"^name = \"ascend910b\"", 'name = ""', ["target.name"]),
 ]

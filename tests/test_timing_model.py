@@ -113,7 +113,7 @@ def test_deadlock_is_a_clear_error():
 
     text = (".program p target=ascend910b\n.core 0\n    WAIT_FLAG MTE2, MTE1, 0\n"
             "    SET_FLAG MTE2, MTE1, 0\n")
-    with pytest.raises(pypto.SimError, match="instruction 0.*deadlock"):
+    with pytest.raises(pypto.SimError, match="core 0, line 3 .*deadlock"):  # of the text
         simulate(parse(text), load_target("ascend910b"))
 
 

@@ -735,7 +735,8 @@ def pack(list rows):
 cdef object ZERO = 0
 cdef object MINUS_ONE = -1
 cdef object FLOAT_ZERO = 0.0
-# pipe by opcode (other than COPY, whose pipe is its data path's); -1 not known yet
+# pipe by opcode (other than COPY, VLD and VST, whose pipe is their data path's); -1 not
+# known yet
 cdef int8_t OP_PIPES[256]
 memset(OP_PIPES, 0xFF, sizeof(OP_PIPES))
 
@@ -761,7 +762,7 @@ cdef long pipe_for(object builder, long code, long src, long dst) except -1:
     """``program.pipe_of(code, src, dst, builder.memories)``."""
     cdef bytes table
     cdef unsigned char known
-    if code == OP_COPY:
+    if code == OP_COPY or code == OP_VLD or code == OP_VST:
         if 0 <= src < NUM_MEMS and 0 <= dst < NUM_MEMS:
             table = builder._copy_table
             known = (<unsigned char*><char*>table)[src * NUM_MEMS + dst]

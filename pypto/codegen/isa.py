@@ -11,6 +11,19 @@ a memory and a 2-D region in it:
 * ``GM``: the tensor is ``gm`` (a symbol index), ``addr`` is an element offset, and
   ``rs``/``cs`` are element strides (``0`` repeats: broadcasting).
 
+Raw mode (``pypto.inline_asm``) adds registers. The vector registers ``Q0..Q31`` are
+``Mem.REGISTERS``, a memory of ``VECTOR_REGISTERS`` x ``VECTOR_REGISTER_BYTES`` bytes
+(``Qn`` is the region at ``n * 256``, one row of the instruction's element type), which
+the vector unit reads and writes like its own buffers. The scalar registers ``R0..R31``
+(int64) belong to the scalar unit: its instructions (``SCALAR_OPS``) keep register
+numbers in the ``addr`` field of operands with no memory (``d``: the destination, ``a``
+and ``b``: the sources, ``-1`` for the immediate ``imm``), a branch its target
+instruction's index in ``d_addr``. A COPY, VLD or VST may add a scalar register to an
+operand's address: ``pipe2`` holds operand ``d``'s register + 1 and ``event`` operand
+``a``'s (0: none). No instruction moves data into an R register, so the instructions
+a core issues never depend on tensor data: the scalar unit (``pypto.sim.scalar``)
+works them out before the pipes run.
+
 The compiled extensions use these numbers too: ``setup.py`` runs this file by path (so
 it imports only the standard library and NumPy) and writes them into
 ``pypto/_constants.pxi``.
@@ -49,11 +62,17 @@ class Mem(enum.IntEnum):
     RIGHT = 4     # the cube's right operand
     ACC = 5       # the cube's accumulator
     VECTOR = 6    # the vector unit's operands
+    REGISTERS = 7  # raw mode's vector registers Q0..Q31
 
 
 #: The role (``pypto.targets.ROLES``) each memory code stands for.
 ROLE = {Mem.GM: "global", Mem.STAGE: "stage", Mem.LEFT: "left", Mem.RIGHT: "right",
-        Mem.ACC: "acc", Mem.VECTOR: "vector"}
+        Mem.ACC: "acc", Mem.VECTOR: "vector", Mem.REGISTERS: "registers"}
+
+#: Raw mode's registers: R0..R31 (int64, the scalar unit's) and Q0..Q31 (the vector unit's).
+SCALAR_REGISTERS = 32
+VECTOR_REGISTERS = 32
+VECTOR_REGISTER_BYTES = 256
 
 
 class Op(enum.IntEnum):
@@ -105,6 +124,18 @@ class Op(enum.IntEnum):
     VREDSUM = 80
     VREDMAX = 81
     VREDMIN = 82
+    # the scalar unit (raw mode): d <- a, d <- a op b on R registers (b or a may be #imm)
+    MOV = 96
+    ADD = 97
+    SUB = 98
+    MUL = 99
+    # branches: to instruction d_addr if a != b (BNE) or a < b (BLT), b a register or #imm
+    BNE = 104
+    BLT = 105
+    # one whole vector register from (VLD) or to (VST) the vector memory; a COPY on the
+    # target's data path between them
+    VLD = 112
+    VST = 113
 
 
 BINARY = frozenset({Op.VADD, Op.VSUB, Op.VMUL, Op.VDIV, Op.VMAX, Op.VMIN})
@@ -115,6 +146,14 @@ UNARY = frozenset({Op.VCOPY, Op.VRELU, Op.VEXP, Op.VLN, Op.VSQRT, Op.VRSQRT, Op.
                    Op.VGELU, Op.VSIGMOID, Op.VTANH, Op.VABS, Op.VNEG, Op.VCAST})
 REDUCE = frozenset({Op.VREDSUM, Op.VREDMAX, Op.VREDMIN})
 VECTOR = BINARY | COMPARE | SELECT | SCALAR_IMM | UNARY | REDUCE | {Op.VDUP}
+SCALAR_ALU = frozenset({Op.MOV, Op.ADD, Op.SUB, Op.MUL})
+BRANCHES = frozenset({Op.BNE, Op.BLT})
+#: what the scalar unit runs itself: no memory operands, on the SCALAR pipe
+SCALAR_OPS = SCALAR_ALU | BRANCHES
+#: instructions that move data along a target data path (their pipe is the path's)
+COPIES = frozenset({Op.COPY, Op.VLD, Op.VST})
+#: instructions whose addresses may add a scalar register (``pipe2``/``event``)
+REGISTER_BASED = COPIES
 #: instructions that read their destination too (it is an input as well as the output)
 READS_DESTINATION = SELECT
 #: The pipes that compute: MMAD runs on CUBE, vector instructions on VEC.
@@ -140,7 +179,7 @@ def operand_count(op: Op) -> int:
     """How many memory operands ``op`` takes (d, a, b in that order)."""
     if op in BINARY or op in COMPARE or op in SELECT or op == Op.MMAD:
         return 3
-    if op in SCALAR_IMM or op in UNARY or op in REDUCE or op == Op.COPY:
+    if op in SCALAR_IMM or op in UNARY or op in REDUCE or op in COPIES:
         return 2
     if op == Op.VDUP:
         return 1

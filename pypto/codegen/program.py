@@ -8,7 +8,7 @@ from types import MethodType, ModuleType
 import numpy as np
 
 from pypto import native
-from pypto.codegen.isa import INSTR, OPERANDS, Mem, Op, Pipe
+from pypto.codegen.isa import COPIES, INSTR, OPERANDS, SCALAR_OPS, Mem, Op, Pipe
 from pypto.codegen.memories import MemoryMap, isa_view, memory_map
 from pypto.ir.dtypes import DType
 from pypto.targets import Target
@@ -16,18 +16,18 @@ from pypto.targets import Target
 
 def pipe_of(op: Op, src: Mem = Mem.NONE, dst: Mem = Mem.NONE,
             memories: MemoryMap | None = None) -> Pipe:
-    """The pipe an instruction runs on: a COPY's is that of the data path from ``src``
-    to ``dst`` on the target of ``memories`` (by default ``isa_view()``); for
-    SET/WAIT the pipe is explicit.
+    """The pipe an instruction runs on: a COPY's (VLD's, VST's) is that of the data path
+    from ``src`` to ``dst`` on the target of ``memories`` (by default ``isa_view()``);
+    for SET/WAIT the pipe is explicit.
 
     Raises:
         ValueError: a COPY between memories with no data path.
     """
-    if op == Op.COPY:
+    if op in COPIES:
         return (memories or isa_view()).copy_pipe(src, dst)
     if op == Op.MMAD:
         return Pipe.CUBE
-    if op in (Op.BARRIER, Op.SYNC_ALL, Op.NOP):
+    if op in (Op.BARRIER, Op.SYNC_ALL, Op.NOP) or op in SCALAR_OPS:
         return Pipe.SCALAR
     return Pipe.VEC
 
@@ -51,12 +51,18 @@ class Symbol:
 
 @dataclass(frozen=True, eq=False)
 class Program:
-    """Instruction streams, one structured array (dtype ``INSTR``) per core."""
+    """Instruction streams, one structured array (dtype ``INSTR``) per core.
+
+    ``lines``, when known (a parsed text, a raw block), gives the source line of each
+    instruction, per core: messages about an instruction then name its line. It is not
+    part of what the program is (equality ignores it).
+    """
 
     name: str
     target: str
     symbols: tuple[Symbol, ...]
     cores: tuple[np.ndarray, ...]
+    lines: tuple[tuple[int, ...], ...] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         for stream in self.cores:
@@ -75,6 +81,16 @@ class Program:
     @property
     def num_instructions(self) -> int:
         return sum(len(c) for c in self.cores)
+
+    def instruction_name(self, core: int, index: int) -> str:
+        """``instruction 5`` or, when the source lines are known, ``line 12``."""
+        if self.lines is not None and core < len(self.lines) and index < len(self.lines[core]):
+            return f"line {self.lines[core][index]}"
+        return f"instruction {index}"
+
+    def where(self, core: int, index: int) -> str:
+        """``p, core 0, instruction 5`` (or ``line 12``): an instruction, for messages."""
+        return f"{self.name}, core {core}, {self.instruction_name(core, index)}"
 
     def asm(self, target: Target | None = None) -> str:
         """The program as PTO assembly text (``pypto.codegen.asm.parse`` reads it back),

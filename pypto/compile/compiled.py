@@ -18,7 +18,8 @@ from pypto.errors import KernelError
 from pypto.ir.fusion import FusePolicy
 from pypto.ir.graph import Graph, Node
 from pypto.ir.layouts import to_nz
-from pypto.ir.partition import Plan
+from pypto.ir.partition import Plan, Step
+from pypto.ir.workload import RAW
 
 if TYPE_CHECKING:
     from pypto.codegen.program import Program
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from pypto.sim.result import SimResult
     from pypto.targets import Target
 
-SOURCES = ("explicit", "tuned", "nearest", "model", "default")
+SOURCES = ("explicit", "tuned", "nearest", "model", "default", "raw")  # raw: pypto.inline_asm
 
 
 class TensorIO(Protocol):
@@ -101,6 +102,9 @@ class Compiled:
         if not 0 <= index < len(self.programs):
             raise KernelError(f"workload index {index} is out of range: {self.name} has "
                               f"{len(self.programs)} workload(s)")
+        if self.workloads[index].family == RAW:
+            raise KernelError(f"workload {index} of {self.name} is a raw block "
+                              "(pypto.inline_asm): it runs as written and has no schedule")
         sched = complete(self.workloads[index], as_schedule(schedule))
         schedules, sources, programs = list(self.schedules), list(self.sources), list(self.programs)
         schedules[index], sources[index] = sched, "explicit"
@@ -118,11 +122,13 @@ class Compiled:
 
     def simulate_each(self, *, trace: bool = False, hazards: bool = False) -> list[SimResult]:
         """One ``SimResult`` per workload (timing only; no numbers are computed)."""
+        from pypto.compile.raw import raw_bound
         from pypto.sim.roofline import workload_bound
         from pypto.sim.timing import simulate
 
-        return [simulate(p, self.target, bound_cycles=workload_bound(wl, self.target),
-                         trace=trace, hazards=hazards)
+        return [simulate(p, self.target, trace=trace, hazards=hazards,
+                         bound_cycles=raw_bound(p, self.target) if wl.family == RAW
+                         else workload_bound(wl, self.target))
                 for wl, p in zip(self.workloads, self.programs)]
 
     def simulate(self, *, trace: bool = False, hazards: bool = False) -> SimResult:
@@ -164,7 +170,7 @@ class Compiled:
 
     def __call__(self, *tensors: Any) -> Any:
         """Run on the simulated NPU; returns the kernel's outputs as tensors."""
-        from pypto.schedule_space import input_layouts
+        from pypto.compile.raw import poisoned
         from pypto.sim.executor import execute
 
         gm: dict[int, np.ndarray] = {}
@@ -178,8 +184,11 @@ class Compiled:
                 gm[buf.id] = np.empty(int(np.prod(buf.shape)), dtype=buf.dtype)
         nz: dict[int, np.ndarray] = {}  # buffers a program reads in NZ, formatted once
         for step, program, sched in zip(self.plan.steps, self.programs, self.schedules):
+            if step.workload.family == RAW:   # what a block does not write shows as garbage
+                for b in step.outputs:
+                    gm[b] = poisoned(self.plan.buffers[b].shape, self.plan.buffers[b].dtype)
             args = []
-            for b, layout in zip(step.inputs, input_layouts(step.workload, sched)):
+            for b, layout in zip(step.inputs, _input_layouts(step, sched)):
                 if layout == "NZ" and b not in nz:
                     nz[b] = to_nz(gm[b].reshape(self.plan.buffers[b].shape))
                 args.append(nz[b] if layout == "NZ" else gm[b])
@@ -189,14 +198,37 @@ class Compiled:
 
     def run_reference(self, *tensors: Any) -> Any:
         """Run the same graph with the NumPy reference (the CPU oracle)."""
-        from pypto.ir.reference import evaluate
-
-        outs = evaluate(self.graph, self._input_arrays(tensors))
+        outs = reference_outputs(self.graph, self._input_arrays(tensors), self.target,
+                                 self.name)
         return pack_outputs(self.graph, self.structure, outs, self.io)
+
+
+def reference_outputs(graph: Graph, inputs: list[np.ndarray], target: Target,
+                      name: str) -> list[np.ndarray]:
+    """The graph's outputs by the CPU reference, its raw blocks run by the functional
+    executor for ``target`` (they are NPU code)."""
+    from pypto.compile.raw import run_raw
+    from pypto.ir.reference import evaluate
+
+    def raw(node: Node, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        return run_raw(node, arrays, target, f"{name}_inline_asm{node.id}")
+
+    return evaluate(graph, inputs, raw)
+
+
+def _input_layouts(step: Step, schedule: Schedule) -> list[str]:
+    """How each input of ``step`` lies in GM (a raw block reads them as given)."""
+    from pypto.schedule_space import input_layouts
+
+    if step.workload.family == RAW:
+        return [spec.layout for spec in step.workload.inputs]
+    return input_layouts(step.workload, schedule)
 
 
 def pack_outputs(graph: Graph, structure: Any, arrays: list[np.ndarray], io: TensorIO) -> Any:
     """The graph's outputs as the caller's values, in the kernel's output structure."""
+    if structure is None:   # a kernel that returns nothing (it runs raw blocks)
+        return None
     values = []
     for node_id, arr in zip(graph.outputs, arrays):
         node = graph.nodes[node_id]
@@ -229,10 +261,15 @@ def buffer_names(plan: Plan) -> dict[int, str]:
 
 def lower_step(kernel_name: str, graph: Graph, plan: Plan, target: Target, index: int,
                schedule: Schedule) -> Program:
-    """The program of workload ``index`` of ``plan`` under ``schedule``."""
+    """The program of workload ``index`` of ``plan`` under ``schedule`` (a raw block's:
+    what its cores issue, ``pypto.compile.raw``)."""
     from pypto.codegen.lower import lower
 
     step = plan.steps[index]
+    if step.workload.family == RAW:
+        from pypto.compile.raw import lower_workload
+
+        return lower_workload(step.workload, target, f"{kernel_name}_{index}_inline_asm")
     names = buffer_names(plan)
     return lower(step.workload, schedule, target, name=f"{kernel_name}_{index}",
                  input_names=[names[b] for b in step.inputs],

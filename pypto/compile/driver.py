@@ -1,7 +1,8 @@
 """``compile_graph``: partition a traced graph, pick a schedule per workload, lower each.
 
 Schedule per workload: the explicit one if the kernel gave it, else the database's
-fallback chain (``pypto.compile.resolver``: tuned, nearest, model, default).
+fallback chain (``pypto.compile.resolver``: tuned, nearest, model, default). A raw block
+(``pypto.inline_asm``) has none: it runs as written (source ``raw``).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from pypto.compile.compiled import (
     as_schedule,
     lower_step,
 )
+from pypto.compile.raw import RAW_SOURCE
 from pypto.errors import ScheduleError, ShapeError
 from pypto.ir.partition import partition
+from pypto.ir.workload import RAW
 
 if TYPE_CHECKING:
     from pypto.ir.graph import Graph
@@ -31,15 +34,19 @@ def compile_graph(graph: Graph, structure: Any, target: Target, *, kernel_name: 
     """Partition ``graph`` under the kernel's fusion policy, choose every workload's
     schedule (explicit, else looked up) and lower each to a program for ``target``."""
     from pypto.compile.resolver import choose_schedule
-    from pypto.schedule_space import complete
+    from pypto.schedule_space import Schedule, complete
 
     options = options or CompileOptions()
     check_fits_gm(graph, target)
     plan = partition(graph, options.fuse)
-    explicit = explicit_schedules(options.schedule, len(plan.steps), kernel_name)
+    raw = [step.workload.family == RAW for step in plan.steps]
+    explicit = explicit_schedules(options.schedule, len(plan.steps), kernel_name, raw)
     schedules, sources = [], []
     for step, given in zip(plan.steps, explicit):
-        if given is not None:
+        if step.workload.family == RAW:
+            schedules.append(Schedule({}))
+            sources.append(RAW_SOURCE)
+        elif given is not None:
             schedules.append(complete(step.workload, as_schedule(given)))
             sources.append("explicit")
         else:
@@ -74,15 +81,18 @@ def _gib(nbytes: int) -> str:
     return f"{nbytes / 2**30:.3g} GiB"
 
 
-def explicit_schedules(schedule: Any, count: int, name: str) -> list[Any]:
-    """One explicit schedule (or None) per workload, from a kernel's ``schedule=``."""
+def explicit_schedules(schedule: Any, count: int, name: str,
+                       raw: Sequence[bool] = ()) -> list[Any]:
+    """One explicit schedule (or None) per workload, from a kernel's ``schedule=``; a
+    mapping is the one tuned workload's when the others are raw blocks (``raw``)."""
     if schedule is None:
         return [None] * count
     if isinstance(schedule, Mapping):
-        if count != 1:
-            raise ScheduleError(f"kernel {name!r} has {count} workloads; pass schedule= as a "
-                                "list with one schedule (or None) per workload")
-        return [schedule]
+        tuned = [i for i in range(count) if not (raw and raw[i])]
+        if len(tuned) != 1:
+            raise ScheduleError(f"kernel {name!r} has {len(tuned)} tuned workloads; pass "
+                                "schedule= as a list with one schedule (or None) per workload")
+        return [schedule if i == tuned[0] else None for i in range(count)]
     if isinstance(schedule, Sequence) and not isinstance(schedule, str):
         if len(schedule) != count:
             raise ScheduleError(f"kernel {name!r} has {count} workloads but schedule= has "

@@ -18,7 +18,7 @@ from pypto.frontend.tensor import Tensor
 from pypto.ir import dtypes
 from pypto.ir.dtypes import DType
 from pypto.ir.fusion import FusePolicy
-from pypto.ir.graph import Graph
+from pypto.ir.graph import INLINE_ASM, Graph
 from pypto.ir.layouts import check_layout
 
 if TYPE_CHECKING:
@@ -95,11 +95,17 @@ class Kernel:
                 sym_args.append(Tensor(a.shape, a.dtype, a.layout, graph=graph, node=node.id))
             else:
                 sym_args.append(a)
+        from pypto.frontend.ops.trace import tracing
+
         try:
-            result = self.fn(*sym_args)
+            with tracing(graph):
+                result = self.fn(*sym_args)
         except PyptoError:
             raise
-        outputs, structure = _flatten_outputs(self.name, result)
+        if result is None and any(n.op == INLINE_ASM for n in graph.nodes):
+            outputs, structure = [], None   # it runs raw blocks for what they do
+        else:
+            outputs, structure = _flatten_outputs(self.name, result, _is_stub(self.fn))
         for t in outputs:
             if t._graph is not graph:
                 from pypto.frontend.ops.trace import _node_id
@@ -148,9 +154,10 @@ class Kernel:
         tensors = [a for a in args if isinstance(a, Tensor)]
         if ctx.device_type == "cpu":
             graph, structure = self.trace(*args)
-            from pypto.ir.reference import evaluate
+            from pypto.compile.compiled import reference_outputs
 
-            outs = evaluate(graph, [t.numpy() for t in tensors])
+            outs = reference_outputs(graph, [t.numpy() for t in tensors],
+                                     _resolve_target(self.target_name or ctx.target), self.name)
             return pack_outputs(graph, structure, outs, TENSOR_IO)
         compiled = self.lower(*args, target=self.target_name or ctx.target)
         observers = listeners()
@@ -223,11 +230,23 @@ def _param_names(fn: Callable[..., Any], n: int) -> list[str]:
     return names + [f"in{i}" for i in range(len(names), n)]
 
 
-def _flatten_outputs(name: str, result: Any) -> tuple[list[Tensor], Any]:
+def _stub() -> None: ...
+
+
+def _is_stub(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn``'s body does nothing (``...`` or ``pass``, as a placeholder)."""
+    code = getattr(fn, "__code__", None)
+    return code is not None and code.co_code == _stub.__code__.co_code
+
+
+def _flatten_outputs(name: str, result: Any, stub: bool = False) -> tuple[list[Tensor], Any]:
     if isinstance(result, Tensor):
         return [result], "single"
     if isinstance(result, (tuple, list)) and result and all(isinstance(r, Tensor) for r in result):
         return list(result), type(result)
+    if result is None and stub:
+        raise KernelError(f"kernel {name!r} has an empty body (`...` or `pass`): write it, "
+                          "returning the result tensor(s), e.g. `return pypto.relu(x)`")
     if result is None:
         raise KernelError(f"kernel {name!r} returned None; return the result tensor(s), "
                           "e.g. `return pypto.matmul(A, B)`")

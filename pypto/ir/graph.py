@@ -23,6 +23,9 @@ REDUCTIONS = frozenset({"sum", "max", "min"})
 ELEMENTWISE = (ELEMENTWISE_UNARY | ELEMENTWISE_BINARY | ELEMENTWISE_SCALAR | COMPARISONS
                | SELECT)
 VECTOR_OPS = ELEMENTWISE | REDUCTIONS
+# raw mode (pypto.inline_asm): the block, and each output it declares
+INLINE_ASM = "inline_asm"
+ASM_OUTPUT = "asm_output"
 
 
 @dataclass(frozen=True)

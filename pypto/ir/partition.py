@@ -16,9 +16,10 @@ from typing import Any
 
 from pypto.errors import LayoutError, UnsupportedError
 from pypto.ir.fusion import FusePolicy
-from pypto.ir.graph import ELEMENTWISE, REDUCTIONS, VIEW_OPS, Graph, Node
+from pypto.ir.graph import ASM_OUTPUT, ELEMENTWISE, INLINE_ASM, REDUCTIONS, VIEW_OPS, Graph, Node
+from pypto.ir.raw import raw_workload
 from pypto.ir.views import View, contiguous_strides
-from pypto.ir.workload import TensorSpec, WNode, Workload
+from pypto.ir.workload import RAW, TensorSpec, WNode, Workload
 
 
 @dataclass(frozen=True)
@@ -263,9 +264,24 @@ class _Partitioner:
             return True
         return False
 
+    def place_raw(self, n: Node) -> None:
+        """A raw block is a workload of its own, reading whole tensors (a view is copied
+        to a tensor of its own first); its ``asm_output`` nodes join it."""
+        loads = {}
+        for i, o in enumerate(n.inputs):
+            v = self.views[o]
+            if not (v.is_contiguous() and v.offset == 0 and v.shape == self.nodes[v.base].shape):
+                v = self.views[self.materialize(v, self.nodes[v.base])]
+            loads[i] = v
+        self.views[n.id] = View.whole(n.id, n.shape)
+        self.add_member(self.new_group(RAW, ()), n, "col", loads)
+
     def live_nodes(self) -> set[int]:
-        """Nodes the outputs depend on; the rest is dead code and is never lowered."""
-        live, todo = set(), list(self.graph.outputs)
+        """Nodes the outputs and the raw blocks (which always run) depend on; the rest is
+        dead code and is never lowered."""
+        live = set()
+        todo = list(self.graph.outputs) + [n.id for n in self.graph.nodes
+                                           if n.op in (INLINE_ASM, ASM_OUTPUT)]
         while todo:
             i = todo.pop()
             if i not in live:
@@ -285,6 +301,11 @@ class _Partitioner:
                 self.views[n.id] = View.whole(n.id, n.shape)
             elif n.op in VIEW_OPS:
                 self.views[n.id] = self.resolve_view(n)
+            elif n.op == INLINE_ASM:
+                self.place_raw(n)
+            elif n.op == ASM_OUTPUT:
+                self.views[n.id] = View.whole(n.id, n.shape)
+                self.add_member(self.group_of[n.inputs[0]], n, "col", {})
             elif n.op in ELEMENTWISE or n.op in REDUCTIONS or n.op in (
                     "matmul", "conv2d", "conv2d_nhwc"):
                 self.views[n.id] = View.whole(n.id, n.shape)
@@ -329,7 +350,14 @@ class _Partitioner:
             buffer_for(i)
         steps = []
         for g in self._ordered_groups():
-            wl, in_nodes, out_nodes = self._workload(g, graph_out | used_outside)
+            if g.family == RAW:
+                block, outs = self.nodes[g.members[0]], g.members[1:]
+                in_nodes = [g.loads[block.id][i].base for i in range(len(block.inputs))]
+                wl = raw_workload(block, [self.nodes[o] for o in outs],
+                                  [self.nodes[b] for b in in_nodes])
+                out_nodes = list(outs)
+            else:
+                wl, in_nodes, out_nodes = self._workload(g, graph_out | used_outside)
             check_nz_operands(wl)
             steps.append(Step(wl, tuple(buffer_for(b) for b in in_nodes),
                               tuple(buffer_for(o) for o in out_nodes)))

@@ -1,34 +1,54 @@
 """The CPU reference: evaluate a graph op by op with NumPy. This is the oracle the
-simulated NPU is checked against, so it is written as plainly as possible."""
+simulated NPU is checked against, so it is written as plainly as possible.
+
+A raw block (``pypto.inline_asm``) is NPU code with no NumPy meaning: the caller passes
+``raw``, which runs one (the compile layer runs it on the functional executor)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from pypto.errors import UnsupportedError
 from pypto.ir import numerics
 from pypto.ir.graph import (
+    ASM_OUTPUT,
     COMPARISONS,
     ELEMENTWISE_BINARY,
     ELEMENTWISE_SCALAR,
     ELEMENTWISE_UNARY,
+    INLINE_ASM,
     REDUCTIONS,
     Graph,
     Node,
 )
 
+RawRunner = Callable[[Node, list[np.ndarray]], list[np.ndarray]]
 
-def evaluate(graph: Graph, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """Values of ``graph.outputs`` for the given input arrays."""
-    values: dict[int, np.ndarray] = {}
+
+def evaluate(graph: Graph, inputs: list[np.ndarray], raw: RawRunner | None = None
+             ) -> list[np.ndarray]:
+    """Values of ``graph.outputs`` for the given input arrays; ``raw(node, arrays)`` gives
+    the outputs of a raw block from the arrays bound to it."""
+    values: dict[int, Any] = {}
     for node in graph.nodes:
-        values[node.id] = _eval(node, graph, values, inputs)
+        values[node.id] = _eval(node, graph, values, inputs, raw)
     return [np.ascontiguousarray(values[i]) for i in graph.outputs]
 
 
-def _eval(n: Node, graph: Graph, v: dict[int, np.ndarray], inputs: list[np.ndarray]) -> np.ndarray:
+def _eval(n: Node, graph: Graph, v: dict[int, Any], inputs: list[np.ndarray],
+          raw: RawRunner | None = None) -> Any:
     dt = n.dtype.np
     args = [v[i] for i in n.inputs]
+    if n.op == INLINE_ASM:
+        if raw is None:
+            raise UnsupportedError("a raw block (pypto.inline_asm) is NPU code: only the "
+                                   "simulated NPU's executor runs it")
+        return raw(n, [np.ascontiguousarray(a) for a in args])
+    if n.op == ASM_OUTPUT:
+        return args[0][n.attr("index")]
     if n.op == "input":
         return np.asarray(inputs[n.attr("index")], dtype=dt).reshape(n.shape)
     if n.op == "const":

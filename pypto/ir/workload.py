@@ -16,6 +16,8 @@ from functools import cached_property
 from typing import Any
 
 FAMILIES = ("matmul", "vector", "conv2d")
+#: The family of a raw block (``pypto.inline_asm``): run as written, never tuned.
+RAW = "raw"
 
 
 @dataclass(frozen=True)
@@ -127,8 +129,9 @@ class Workload:
 
     @property
     def ops(self) -> tuple[str, ...]:
-        """The op chain without loads, e.g. ``('matmul', 'add', 'relu')``."""
-        return tuple(n.op for n in self.nodes if n.op != "load")
+        """The op chain without loads, e.g. ``('matmul', 'add', 'relu')`` (a raw block's
+        is ``('inline_asm',)``)."""
+        return tuple(n.op for n in self.nodes if n.op not in ("load", "asm_output"))
 
     @property
     def flops(self) -> int:

@@ -51,13 +51,15 @@ cdef enum:
     K_VECTOR = 7    # cost from d_rows x d_cols
     K_REDUCE = 8    # cost from d_rows x a_cols
     K_SYNC_ALL = 9
+    K_SCALAR = 10   # raw mode's scalar unit: occupies the issue for scalar_cycles
 
 # What the reference engine must agree with (tests/test_constants.py): its L2_WAYS.
 MODEL = {"L2_WAYS": L2_WAYS}
 
 # The kinds by name: fast.py maps opcodes to them (``Tables`` takes that map).
 KINDS = {"NOP": K_NOP, "COPY": K_COPY, "MMAD": K_MMAD, "SET": K_SET, "WAIT": K_WAIT,
-         "BARRIER": K_BARRIER, "VECTOR": K_VECTOR, "REDUCE": K_REDUCE, "SYNC_ALL": K_SYNC_ALL}
+         "BARRIER": K_BARRIER, "VECTOR": K_VECTOR, "REDUCE": K_REDUCE, "SYNC_ALL": K_SYNC_ALL,
+         "SCALAR": K_SCALAR}
 
 # run() status codes.
 cdef enum:
@@ -115,6 +117,7 @@ cdef struct Sim:
     int64_t hit_latency
     int64_t miss_latency
     int64_t sync_all_cycles
+    int64_t scalar_cycles
     # tables: by opcode (256), by dtype code (256), by path src * NUM_MEMS + dst
     const uint8_t* kind
     const double* vector_cost
@@ -900,6 +903,8 @@ cdef double cost_bound(Sim* s, const Instr* r, int kind) noexcept nogil:
         return x if x < COST_LIMIT else -1
     if kind == K_SYNC_ALL:
         return <double>s.sync_all_cycles + 2
+    if kind == K_SCALAR:
+        return <double>s.scalar_cycles + 2
     if kind != K_COPY:
         return 2
     src, dst = r.a_mem, r.d_mem
@@ -1135,6 +1140,7 @@ cdef class Tables:
         s.miss_latency = scalars[8]
         s.sets = scalars[9]
         s.sync_all_cycles = scalars[10]
+        s.scalar_cycles = scalars[11]
         s.inv_sets = 1.0 / s.sets
         s.line_shift = s.set_shift = -1
         for k in range(63):
@@ -1366,6 +1372,10 @@ def run(list cores, cnp.ndarray bases, Tables target, trace, cnp.ndarray sizes=N
                         record(trace_ptr, g, c, pc, r, t, end, &core_end[c])
                     elif kind == K_NOP:
                         record(trace_ptr, g, c, pc, r, issue, issue + 1, &core_end[c])
+                    elif kind == K_SCALAR:
+                        end = issue + s.scalar_cycles
+                        last_issue[c] = end - 1     # the next issues when this is done
+                        record(trace_ptr, g, c, pc, r, issue, end, &core_end[c])
                     else:
                         start = imax(issue, pipe_free[k])
                         if issue > pipe_free[k]:

@@ -14,7 +14,7 @@ import functools
 import numpy as np
 
 from pypto import native
-from pypto.codegen.isa import F_ATOMIC, OPERANDS, Mem, Op
+from pypto.codegen.isa import F_ATOMIC, OPERANDS, ROLE, Mem, Op
 from pypto.codegen.memories import memory_map
 from pypto.codegen.program import Program
 from pypto.errors import SimError
@@ -39,7 +39,9 @@ def _memories(target: Target) -> tuple[np.ndarray, np.ndarray]:
     capacity = np.zeros(len(Mem), dtype=np.int64)
     alignment = np.ones(len(Mem), dtype=np.int64)
     codes = memory_map(target).roles
-    for role in ("stage", "left", "right", "acc", "vector"):
+    for role in ROLE.values():
+        if role == "global":
+            continue
         m = target.role(role)
         capacity[codes[role]], alignment[codes[role]] = m.capacity, m.alignment
     capacity.flags.writeable = alignment.flags.writeable = False
@@ -170,4 +172,4 @@ def _fail_if(program: Program, target: Target, core: int, bad: np.ndarray,
         text = print_instruction(program.cores[core][i], program.symbols, target).strip()
     except Exception:  # noqa: BLE001 - the message matters more than the listing
         text = "unprintable"
-    raise SimError(f"{program.name}, core {core}, instruction {i} ({text}): {message}")
+    raise SimError(f"{program.where(core, i)} ({text}): {message}")

@@ -1,6 +1,8 @@
 """The functional executor: runs a ``Program`` numerically, one core after another, in
 program order, on byte-addressed on-chip memories with capacity, bounds and alignment
 checks. (Timing is the timing engine's job; here only the numbers and the rules.)
+The scalar unit (``pypto.sim.scalar``) first works out what each core issues: raw
+mode's scalar instructions are done by then, and VLD and VST are copies.
 ``SYNC_ALL`` splits the streams into phases: every core runs its first phase, then
 every core its second, and so on, which is the order the cross-core barrier enforces.
 
@@ -20,13 +22,16 @@ from numpy.lib.stride_tricks import as_strided
 from pypto.codegen.isa import (
     BINARY,
     COMPARE,
+    COPIES,
     F_ACCUMULATE,
     F_ATOMIC,
     F_RELU,
     F_TRANSPOSE,
     INSTR,
     REDUCE,
+    ROLE,
     SCALAR_IMM,
+    SCALAR_OPS,
     SELECT,
     VECTOR,
     Mem,
@@ -60,7 +65,9 @@ class _Core:
         self.mem: dict[int, np.ndarray] = {}
         self.align: dict[int, int] = {}
         self.memories = memory_map(target)
-        for role in ("stage", "left", "right", "acc", "vector"):
+        for role in ROLE.values():
+            if role == "global":
+                continue
             m, code = target.role(role), self.memories.roles[role]
             if code not in self.mem:  # roles that share a memory share its bytes
                 self.mem[code] = np.full(m.capacity, 0xFF, dtype=np.uint8)
@@ -76,8 +83,7 @@ class _Core:
             text = print_instruction(self.row, self.program.symbols, self.target)
         except Exception:  # noqa: BLE001 - the message matters more than the listing
             text = repr(self.row)
-        return SimError(f"{self.program.name}, core {self.index}, instruction {self.pc} "
-                        f"({text.strip()}): {message}")
+        return SimError(f"{self.program.where(self.index, self.pc)} ({text.strip()}): {message}")
 
     def view(self, prefix: str, code: int, aligned: bool = False) -> np.ndarray:
         r = self.row
@@ -129,9 +135,10 @@ class _Core:
     def step(self, op: Op) -> None:
         r = self.row
         dcode, scode, flags = r[_F["dtype"]], r[_F["sdtype"]], r[_F["flags"]]
-        if op == Op.COPY:
-            src = self.view("a", scode)
-            dst = self.view("d", dcode)
+        if op in COPIES:
+            strict = op != Op.COPY  # a register load or store aligns as vector operands do
+            src = self.view("a", scode, aligned=strict)
+            dst = self.view("d", dcode, aligned=strict)
             if flags & F_TRANSPOSE:
                 src = src.T
             if src.shape != dst.shape:
@@ -164,8 +171,8 @@ class _Core:
             self.flag(r[_F["pipe"]], r[_F["pipe2"]], r[_F["event"]], +1)
         elif op == Op.WAIT_FLAG:
             self.flag(r[_F["pipe2"]], r[_F["pipe"]], r[_F["event"]], -1)
-        elif op in (Op.BARRIER, Op.SYNC_ALL, Op.NOP):
-            pass
+        elif op in (Op.BARRIER, Op.SYNC_ALL, Op.NOP) or op in SCALAR_OPS:
+            pass    # the scalar unit has done its instructions (``pypto.sim.scalar``)
         else:  # pragma: no cover - every Op is handled above
             raise self.fail(f"no rule for {op.name}")
 
@@ -208,6 +215,9 @@ class _Core:
 
 def execute(program: Program, target: Target, gm: list[np.ndarray]) -> None:
     """Run ``program``: ``gm[i]`` is the flat array of ``program.symbols[i]`` (updated)."""
+    from pypto.sim.scalar import issue
+
+    program = issue(program)
     if len(gm) != len(program.symbols):
         raise SimError(f"{program.name} needs {len(program.symbols)} GM tensors, got {len(gm)}")
     for i, (arr, sym) in enumerate(zip(gm, program.symbols)):

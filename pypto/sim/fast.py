@@ -30,7 +30,7 @@ from types import ModuleType
 
 import numpy as np
 
-from pypto.codegen.isa import REDUCE, VECTOR, Mem, Op, Pipe
+from pypto.codegen.isa import REDUCE, SCALAR_OPS, VECTOR, Mem, Op, Pipe
 from pypto.codegen.memories import memory_map
 from pypto.codegen.program import Program
 from pypto.errors import SimError
@@ -39,8 +39,9 @@ from pypto.sim.result import TRACE, SimResult, target_facts
 from pypto.targets import Target
 
 # The engine's kind of instruction (``_engine.KINDS``) of the opcodes that have their own.
-_KIND_OF = {Op.NOP: "NOP", Op.COPY: "COPY", Op.MMAD: "MMAD", Op.SET_FLAG: "SET",
-            Op.WAIT_FLAG: "WAIT", Op.BARRIER: "BARRIER", Op.SYNC_ALL: "SYNC_ALL"}
+_KIND_OF = {Op.NOP: "NOP", Op.COPY: "COPY", Op.VLD: "COPY", Op.VST: "COPY", Op.MMAD: "MMAD",
+            Op.SET_FLAG: "SET", Op.WAIT_FLAG: "WAIT", Op.BARRIER: "BARRIER",
+            Op.SYNC_ALL: "SYNC_ALL", **{op: "SCALAR" for op in SCALAR_OPS}}
 # Symbols' base addresses above this are left to the reference (see _engine.pyx).
 _MAX_GM_BYTES = 1 << 50
 
@@ -92,7 +93,7 @@ def _tables(target: Target) -> tuple[tuple[np.ndarray, ...], tuple]:
                float(target.vector_bytes_per_cycle), float(target.l2_read_bytes_per_cycle),
                float(target.dram_bytes_per_cycle), line, target.l2_hit_latency,
                target.l2_miss_latency, max(1, target.l2_bytes // (line * L2_WAYS)),
-               target.sync_all_cycles)
+               target.sync_all_cycles, target.scalar_op_cycles)
     tables = (_kinds(), vector_cost, itemsize, fractal.reshape(-1), path_ok, rate, latency,
               min_burst, row_cycles)
     return tables, scalars
@@ -162,7 +163,7 @@ def _supported(target: Target) -> bool:
     rates = [target.vector_bytes_per_cycle, target.l2_read_bytes_per_cycle,
              target.dram_bytes_per_cycle, *(p.bytes_per_cycle for p in paths)]
     counts = [target.queue_depth, target.cube_issue_overhead, target.vector_issue_overhead,
-              target.sync_all_cycles,
+              target.sync_all_cycles, target.scalar_op_cycles,
               target.l2_hit_latency, target.l2_miss_latency, target.l2_line_bytes,
               target.l2_bytes, *(p.latency for p in paths), *(p.min_burst for p in paths)]
     return (all(isinstance(c, int) and abs(c) < 2**40 for c in counts)
@@ -228,6 +229,6 @@ def _deadlock(program: Program, target: Target, core: int, index: int) -> SimErr
     row = program.cores[core][index].item()
     text = print_instruction(row, program.symbols, target).strip()
     src, dst, event = Pipe(row[2]).name, Pipe(row[1]).name, row[3]
-    return SimError(f"{program.name}, core {core}, instruction {index} ({text}): deadlock: "
+    return SimError(f"{program.where(core, index)} ({text}): deadlock: "
                     f"this WAIT_FLAG waits for a SET_FLAG {src}->{dst} event {event} that is "
                     "not issued before it")

@@ -269,7 +269,8 @@ def describe_access(program: Program, acc: np.ndarray, i: int) -> str:
                                  program.target).strip()
     except Exception:  # noqa: BLE001 - the report matters more than the listing
         text = "unprintable"
-    return f"core {core} {Pipe(int(acc['pipe'][i])).name} instruction {index} ({text})"
+    return f"core {core} {Pipe(int(acc['pipe'][i])).name} " \
+           f"{program.instruction_name(core, index)} ({text})"
 
 
 def describe_overlap(program: Program, acc: np.ndarray, pairs: Pairs, p: int) -> str:

@@ -42,9 +42,11 @@ def find_hazards(program: Program, trace: np.ndarray, limit: int = 20) -> list[s
                             continue
                         for other in (last_w, last_r if write else None):
                             if other is not None and other[1] > start:
-                                out.append(f"core {core}: {Pipe(pipe).name} instruction {i} "
+                                out.append(f"core {core}: {Pipe(pipe).name} "
+                                           f"{program.instruction_name(core, i)} "
                                            f"starts at cycle {start} while {Pipe(q).name} "
-                                           f"instruction {other[0]} runs until {other[1]} on "
+                                           f"{program.instruction_name(core, other[0])} runs "
+                                           f"until {other[1]} on "
                                            f"overlapping bytes [{max(lo, lo2):#x}, "
                                            f"{min(hi, hi2):#x})")
                                 if len(out) >= limit:

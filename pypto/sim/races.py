@@ -31,8 +31,8 @@ def find_races(program: Program, limit: int = 10) -> list[str]:
     on-chip ones core by core, then those in GM."""
     found: list[str] = []
     gm_clocks: list[dict[int, np.ndarray]] = []
-    for core, stream in enumerate(program.cores):
-        races, clocks = _core_races(stream, core, limit - len(found))
+    for core in range(len(program.cores)):
+        races, clocks = _core_races(program, core, limit - len(found))
         found += races
         gm_clocks.append(clocks)
     if len(found) < limit:
@@ -64,10 +64,11 @@ def _gm_races(program: Program, gm_clocks: list[dict[int, np.ndarray]], limit: i
     return out
 
 
-def _core_races(stream: np.ndarray, core: int, limit: int
+def _core_races(program: Program, core: int, limit: int
                 ) -> tuple[list[str], dict[int, np.ndarray]]:
     """Up to ``limit`` on-chip races of one core, and the vector clock (of its own pipe)
     at each instruction that touches GM."""
+    stream, name = program.cores[core], program.instruction_name
     clocks = np.zeros((_PIPES, _PIPES), dtype=np.int64)  # clocks[p] = pipe p's vector clock
     flags: dict[tuple[int, int, int], deque[np.ndarray]] = defaultdict(deque)
     # memory -> (start, end) -> pipe -> [(index, own clock) of last write, of last read]
@@ -86,7 +87,7 @@ def _core_races(stream: np.ndarray, core: int, limit: int
             queue = flags[(row[2], pipe, row[3])]
             if not queue:
                 if len(out) < limit:
-                    out.append(f"core {core}, instruction {i}: WAIT_FLAG with no earlier "
+                    out.append(f"core {core}, {name(core, i)}: WAIT_FLAG with no earlier "
                                "SET_FLAG")
                 continue
             np.maximum(clocks[pipe], queue.popleft(), out=clocks[pipe])
@@ -109,11 +110,19 @@ def _core_races(stream: np.ndarray, core: int, limit: int
                         continue
                     for other, kind in ((last_w, "write"), (last_r if write else None, "read")):
                         if other is not None and clocks[pipe, q] < other[1] and len(out) < limit:
-                            out.append(f"core {core}: {Pipe(pipe).name} instruction {i} "
+                            out.append(f"core {core}: {Pipe(pipe).name} {name(core, i)} "
                                        f"({'write' if write else 'read'}) races with "
-                                       f"{Pipe(q).name} instruction {other[0]} ({kind}) on "
-                                       f"bytes [{max(start, s2):#x}, {min(end, e2):#x})")
+                                       f"{Pipe(q).name} {name(core, other[0])} ({kind}) on "
+                                       f"{_memory(program, mem)} bytes "
+                                       f"[{max(start, s2):#x}, {min(end, e2):#x})")
         for mem, start, end, write in acc:
             entry = regions[mem].setdefault((start, end), {}).setdefault(pipe, [None, None])
             entry[0 if write else 1] = (i, int(clocks[pipe, pipe]))
     return out, gm_clocks
+
+
+def _memory(program: Program, code: int) -> str:
+    """The name ``program``'s target gives memory ``code`` (by role for other targets)."""
+    from pypto.codegen.memories import for_target
+
+    return for_target(program.target).name(code)

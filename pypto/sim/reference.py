@@ -51,6 +51,12 @@ Rules (one core; all cycle counts are integers, rounded up where a rate divides)
   then, and each core's next instruction issues then (ties: lower core first). The
   trace shows a ``SYNC_ALL`` from the core's arrival to the release. With one core it
   is a ``BARRIER`` that takes ``sync_all_cycles``.
+* **Scalar instructions** (raw mode's MOV, ADD, SUB, MUL, BNE, BLT) run on the scalar
+  unit itself: one issued at cycle ``t`` takes ``scalar_op_cycles`` of the target, and
+  the next instruction issues when it is done. (Their effects, the control flow and the
+  register-based addresses, were worked out before timing: ``pypto.sim.scalar``.) VLD
+  and VST are copies along the target's data path between the vector memory and the
+  registers.
 * **Atomic copies.** A ``COPY`` with ``F_ATOMIC`` (accumulate into GM) is timed exactly
   as the plain GM write it replaces: the same L2 lines, DRAM traffic and costs.
 """
@@ -63,7 +69,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from pypto.codegen.isa import INSTR, REDUCE, VECTOR, Mem, Op, Pipe
+from pypto.codegen.isa import COPIES, INSTR, REDUCE, SCALAR_OPS, VECTOR, Mem, Op, Pipe
 from pypto.codegen.memories import memory_map
 from pypto.codegen.program import Program
 from pypto.errors import SimError
@@ -227,8 +233,7 @@ class ReferenceEngine:
         from pypto.codegen.asm import print_instruction
 
         text = print_instruction(core.rows[core.pc], self.program.symbols, self.target).strip()
-        return SimError(f"{self.program.name}, core {core.index}, instruction {core.pc} "
-                        f"({text}): {message}")
+        return SimError(f"{self.program.where(core.index, core.pc)} ({text}): {message}")
 
     def release(self, parked: list[tuple[_Core, int, int]]) -> list[_Core]:
         """Release the cores parked at a SYNC_ALL (all of them); those with instructions
@@ -276,6 +281,11 @@ class ReferenceEngine:
             core.end = max(core.end, issue + 1)
             self.record(core, p, op, issue, issue + 1)
             return None
+        if op in SCALAR_OPS:
+            end = issue + self.target.scalar_op_cycles
+            core.last_issue = end - 1     # the next instruction issues when this is done
+            self.record(core, p, op, issue, end)
+            return None
 
         start = max(issue, core.free[p])
         self.starved[core.index, p] += max(0, issue - core.free[p])
@@ -300,7 +310,7 @@ class ReferenceEngine:
             core.done[p] = max(core.done[p], t + 1)
             self.record(core, p, op, start, t + 1)
             return None
-        if op == Op.COPY:
+        if op in COPIES:
             free, complete = self.copy(row, start)
         elif op == Op.MMAD:
             free = start + self.mmad_cycles(row)

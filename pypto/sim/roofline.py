@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 
-from pypto.codegen.isa import REDUCE, VECTOR, Op
+from pypto.codegen.isa import REDUCE, VECTOR, Mem, Op
 from pypto.codegen.program import Program
 from pypto.ir.dtypes import BY_CODE, BY_NAME
 from pypto.ir.workload import Workload
@@ -72,9 +72,10 @@ def workload_bound(wl: Workload, target: Target) -> int:
     return _bound(target, cube, vector, sum(compulsory_bytes(wl)))
 
 
-def program_bound(program: Program, target: Target) -> int:
+def program_bound(program: Program, target: Target, gm_bytes: int | None = None) -> int:
     """A bound from the program alone (for hand-written programs): its MMAD and vector
-    work and its tensors' sizes."""
+    work and its tensors' sizes, or ``gm_bytes`` (a hand-written program need not touch
+    all of its tensors: ``touched_gm_bytes``)."""
     import numpy as np
 
     cube = vector = 0.0
@@ -105,5 +106,49 @@ def program_bound(program: Program, target: Target) -> int:
             cost = target.vector_op_cost(op.name[1:].lower())
             vector += float((stream["d_rows"][sel].astype(np.float64) * cols * width).sum()) * cost
     vector /= target.vector_bytes_per_cycle * target.vector_cores
-    gm = sum(s.size * s.dtype.itemsize for s in program.symbols if s.role in ("in", "out"))
-    return _bound(target, cube, vector, gm)
+    if gm_bytes is None:
+        gm_bytes = sum(s.size * s.dtype.itemsize for s in program.symbols
+                       if s.role in ("in", "out"))
+    return _bound(target, cube, vector, gm_bytes)
+
+
+#: Most pieces ``touched_gm_bytes`` lists before it gives up (and says 0).
+TOUCH_LIMIT = 1 << 21
+
+
+def touched_gm_bytes(program: Program) -> int:
+    """The bytes of GM the program's instructions touch, each counted once (0 when that
+    would take more than ``TOUCH_LIMIT`` pieces to work out: still a lower bound)."""
+    import numpy as np
+
+    pieces: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+    count = 0
+    for stream in program.cores:
+        for prefix in ("d", "a", "b"):
+            rows = stream[stream[f"{prefix}_mem"] == Mem.GM]
+            for row in rows:
+                addr, n, m = int(row[f"{prefix}_addr"]), int(row[f"{prefix}_rows"]), \
+                    int(row[f"{prefix}_cols"])
+                rs, cs = int(row[f"{prefix}_rs"]), int(row[f"{prefix}_cs"])
+                count += n if abs(cs) <= 1 or m == 1 else n * m
+                if count > TOUCH_LIMIT:
+                    return 0
+                starts = addr + rs * np.arange(n, dtype=np.int64)
+                if m == 1 or cs == 0:
+                    lo, length = starts, 1
+                elif abs(cs) == 1:
+                    lo, length = np.minimum(starts, starts + (m - 1) * cs), m
+                else:
+                    lo = (starts[:, None] + cs * np.arange(m, dtype=np.int64)).reshape(-1)
+                    length = 1
+                pieces.setdefault(int(row["gm"]), []).append((lo, lo + length))
+    total = 0
+    for sym, spans in pieces.items():
+        lo = np.concatenate([a for a, _ in spans])
+        hi = np.concatenate([b for _, b in spans])
+        order = np.argsort(lo, kind="stable")
+        lo, hi = lo[order], hi[order]
+        reach = np.concatenate(([np.iinfo(np.int64).min], np.maximum.accumulate(hi)[:-1]))
+        elements = int(np.maximum(0, hi - np.maximum(lo, reach)).sum())
+        total += elements * program.symbols[sym].dtype.itemsize
+    return total

@@ -1,6 +1,7 @@
 """``simulate(program, target)``: time a program with the Cython engine, or with the
 reference engine (its specification) when ``PYPTO_IMPL=python`` asks for it or the
-extension is not built (see ``pypto.native``)."""
+extension is not built (see ``pypto.native``). Both time what the scalar unit issues
+(``pypto.sim.scalar.issue``): a raw block's loops unrolled, its addresses resolved."""
 
 from __future__ import annotations
 
@@ -26,9 +27,12 @@ def simulate(program: Program, target: Target, *, bound_cycles: int | None = Non
     ``trace`` keeps per-instruction start/end; ``hazards`` checks the timed trace for
     races (implies ``trace``).
     """
+    from pypto.sim.scalar import issue
+
     use = engine or engine_name()
     if use not in ("cython", "reference"):
         raise ValueError(f"unknown engine {use!r}: use 'cython' or 'reference'")
+    program = issue(program)   # what each core issues (raw mode's loops and registers)
     # The Cython engine checks the program in its own first pass over it; otherwise (or
     # when the bound, which reads the program too, is wanted first) check it here.
     checked = use == "reference" or bound_cycles is None

@@ -34,15 +34,16 @@ from pypto.errors import TargetError
 
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 
-#: What code asks memories for. ``global`` is the off-chip memory every kernel reads. PTO
-#: instructions code memories by role, in this order (``pypto.codegen.isa.Mem``): a
-#: memory no role names is never used.
-ROLES = ("global", "stage", "left", "right", "acc", "vector")
+#: What code asks memories for. ``global`` is the off-chip memory every kernel reads;
+#: ``registers`` holds raw mode's vector registers. PTO instructions code memories by
+#: role, in this order (``pypto.codegen.isa.Mem``): a memory no role names is never used.
+ROLES = ("global", "stage", "left", "right", "acc", "vector", "registers")
 
 #: Pipe names a data path may run on; the same names as ``pypto.codegen.isa.Pipe``.
 PIPES = ("SCALAR", "MTE2", "MTE1", "CUBE", "FIX", "VEC", "MTE3")
 
-SECTIONS = ("target", "memories", "roles", "cube", "vector", "sync", "l2", "gm", "paths")
+SECTIONS = ("target", "memories", "roles", "cube", "vector", "scalar", "sync", "l2", "gm",
+            "paths")
 
 # The scalar fields: (section, key in the file, Target attribute, kind). Kinds: "text",
 # "int>0", "int>=0", "num>0", "num>=0" (a number is an integer or a float).
@@ -57,6 +58,7 @@ _SCALARS = (
     ("cube", "issue_overhead", "cube_issue_overhead", "int>=0"),
     ("vector", "bytes_per_cycle", "vector_bytes_per_cycle", "num>0"),
     ("vector", "issue_overhead", "vector_issue_overhead", "int>=0"),
+    ("scalar", "op_cycles", "scalar_op_cycles", "int>0"),
     ("sync", "event_ids", "event_ids", "int>0"),
     ("sync", "queue_depth", "queue_depth", "int>0"),
     ("sync", "sync_all_cycles", "sync_all_cycles", "int>0"),
@@ -147,6 +149,7 @@ class Target:
     vector_bytes_per_cycle: float
     vector_issue_overhead: int
     vector_op_cycles: Mapping[str, float]
+    scalar_op_cycles: int
     event_ids: int
     queue_depth: int
     sync_all_cycles: int

@@ -33,7 +33,9 @@ class Task:
 
 
 def extract_tasks(calls: list[Compiled]) -> list[Task]:
-    """One task per distinct (workload key, target key), in first-call order."""
+    """One task per distinct (workload key, target key), in first-call order; raw blocks
+    (``pypto.inline_asm``) run as written and are not tasks."""
+    from pypto.ir.workload import RAW
     from pypto.schedule_space import space_for
 
     seen: set[tuple[str, str]] = set()
@@ -41,7 +43,7 @@ def extract_tasks(calls: list[Compiled]) -> list[Task]:
     for c in calls:
         for i, wl in enumerate(c.workloads):
             key = (wl.key, c.target.key)
-            if key in seen:
+            if key in seen or wl.family == RAW:
                 continue
             seen.add(key)
             out.append(Task(c.name, i, wl, c.target, space_for(wl, c.target)))

@@ -3,8 +3,10 @@ outside one it runs at once on the current device as a small cached kernel."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -19,6 +21,25 @@ from pypto.ir.dtypes import DType
 from pypto.ir.numerics import FLOAT_ONLY
 
 Scalar = (int, float, np.integer, np.floating)
+
+# The graph of the kernel being traced, for what takes no tensor to find it by (a raw
+# block with no bindings).
+_TRACING: ContextVar[Any] = ContextVar("pypto_tracing", default=None)
+
+
+@contextlib.contextmanager
+def tracing(graph: Any) -> Iterator[None]:
+    """Mark ``graph`` as the one being traced while the kernel's function runs."""
+    token = _TRACING.set(graph)
+    try:
+        yield
+    finally:
+        _TRACING.reset(token)
+
+
+def current_trace() -> Any:
+    """The graph of the kernel being traced, or None outside a trace."""
+    return _TRACING.get()
 
 
 def _symbolic_graph(args: tuple[Any, ...]) -> Any:
