@@ -183,7 +183,9 @@ class Compiled:
                 if layout == "NZ" and b not in nz:
                     nz[b] = to_nz(gm[b].reshape(self.plan.buffers[b].shape))
                 args.append(nz[b] if layout == "NZ" else gm[b])
-            execute(program, self.target, args + [gm[b] for b in step.outputs])
+            scratch = [np.empty(sym.size, sym.dtype.np) for sym in program.symbols
+                       if sym.role == "tmp"]  # what one pass stores for the next
+            execute(program, self.target, args + [gm[b] for b in step.outputs] + scratch)
         arrays = [gm[bid].reshape(shape).copy() for bid, shape in self.plan.outputs]
         return pack_outputs(self.graph, self.structure, arrays, self.io)
 
