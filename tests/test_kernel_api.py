@@ -515,8 +515,7 @@ def test_guide_dynamic_shape_decorator() -> None:
         ...
 
     assert flexible_op.dynamic_shape
-    with pytest.raises(pypto.KernelError, match="returned None"):
-        flexible_op(pypto.ones((4, 4)))
+    assert flexible_op(pypto.ones((4, 4))) is None   # a stub body: runs, returns nothing
 
     @pypto.kernel(dynamic_shape=True)
     def flexible_softmax(x):
