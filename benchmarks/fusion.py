@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import platform
 import tempfile
@@ -99,14 +100,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=64)
     args = parser.parse_args()
-    conv = conv_relu()
+    with tempfile.TemporaryDirectory() as tmp:
+        # an empty database: default schedules, not the shipped tuning logs' records
+        os.environ["PYPTO_DB"] = f"sqlite:///{tmp}/empty.db"
+        conv = conv_relu()
+        tuned = tuned_choices(args.trials)
     print("ResNet-50 3x3 conv + ReLU, 1x56x56x64 -> 64, fp16 NHWC, ascend910b")
     print(f"{'variant':<28}{'workloads':>10}{'cycles':>10}{'us':>9}{'GM bytes':>12}"
           f"{'DRAM bytes':>12}")
     for r in conv:
         print(f"{r['variant']:<28}{r['workloads']:>10}{r['cycles']:>10,}{r['time_us']:>9.2f}"
               f"{r['gm_bytes']:>12,}{r['dram_bytes']:>12,}")
-    tuned = tuned_choices(args.trials)
     print(f"\nmatmul + ReLU tuned ({args.trials} trials, strategy model): best fused vs "
           "unfused")
     print(f"{'shape MxNxK':<16}{'default':>9}{'fused':>9}{'unfused':>9}{'measured f/u':>14}"
