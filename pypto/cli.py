@@ -247,7 +247,17 @@ def tune(file: FileArg, kernel: KernelOpt = None, target: TargetOpt = None,
                                               "adapted.")] = True,
          report: Annotated[Path | None, typer.Option(
              "--report", help="Afterwards write the tuning report of the database (as "
-                              "`pypto report`) to this HTML file.")] = None) -> None:
+                              "`pypto report`) to this HTML file.")] = None,
+         shapes: Annotated[list[str] | None, typer.Option(
+             "--shapes", help="More shapes of a dynamic kernel (dynamic_shape=True) to "
+                              "tune, besides those the script ran (repeatable; options "
+                              "combine). ARG.DIM=LO..HI tunes one size per shape bucket "
+                              "in LO..HI (the bucket's upper bound: 64, 128, ... with "
+                              "power-of-two buckets); ARG.DIM=N,N,... these sizes. ARG is "
+                              "a parameter name or position; a prefix KERNEL: limits it "
+                              "to one kernel; several ARG.DIM, comma-separated, take the "
+                              "same size. E.g. --shapes x.0=1..4096, --shapes "
+                              "gemm:a.1,b.0=256,1024.")] = None) -> None:
     """Tune the schedules of the workloads FILE runs; results go to the database."""
     from pypto.tuner.cli import run_tune
 
@@ -267,7 +277,8 @@ def tune(file: FileArg, kernel: KernelOpt = None, target: TargetOpt = None,
             import_pending(where.url, where.logs)
         code = run_tune(file, kernels=kernel, target=target, trials=trials, strategy=strategy,
                         db=where.url, timeout=timeout, early_stopping=early_stopping,
-                        seed=seed, capture=_captured, workers=workers, transfer=transfer)
+                        seed=seed, capture=_captured, workers=workers, transfer=transfer,
+                        shapes=shapes)
     except PyptoError as exc:
         raise fail(str(exc)) from None
     if report is not None:

@@ -188,10 +188,11 @@ def test_guide_fuse_conv_relu_makes_one_conv_workload():
     assert "relu" not in [op for wl in compiled.workloads if wl.family == "vector"
                           for op in wl.ops]
     assert_close(conv_relu(x, w), compiled.run_reference(x, w), "")
-    # A matmul-only pattern leaves the relu to its own vector workload.
-    other = pypto.kernel(fuse={'matmul': 'relu'})(conv_relu.fn).lower(x, w)
-    assert any(wl.family == "vector" and "relu" in wl.ops for wl in other.workloads)
-    assert_close(other(x, w), compiled(x, w), "")
+    # The fusion is forced: the space offers only fused schedules.
+    assert space_for(conv[0], compiled.target).axes["fuse_tail"].choices == (True,)
+    # A pattern the kernel cannot fuse is an error naming the ops.
+    with pytest.raises(pypto.KernelError, match="fuse relu into matmul.*the kernel has no matmul"):
+        pypto.kernel(fuse={'matmul': 'relu'})(conv_relu.fn).lower(x, w)
 
 
 # -- schedule space -------------------------------------------------------------------------

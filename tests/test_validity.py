@@ -173,7 +173,7 @@ def test_points_off_the_grid_are_refused_naming_the_knob(target):
                       (default.replace(m0=16), "unknown knob(s) ['m0']"),
                       (Schedule({k: v for k, v in default.items() if k != "cores"}),
                        "missing knob 'cores'"),
-                      (default.replace(split_k=2), "cannot have a fused epilogue")):
+                      (default.replace(split_k=2), "tail cannot be fused; use fuse_tail=False")):
         problems = validate(wl, bad, tgt)
         assert any(text in p for p in problems), problems
         with pytest.raises(pypto.ScheduleError, match="is not valid for") as refused:

@@ -8,12 +8,13 @@ frontend's ``Tensor``. Lowering and simulation load on first use, so that import
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from pypto.compile.buckets import Buckets
 from pypto.errors import KernelError
 from pypto.ir.fusion import FusePolicy
 from pypto.ir.graph import Graph, Node
@@ -58,6 +59,7 @@ class CompileOptions:
     fuse: FusePolicy = FusePolicy()
     schedule: Any = None            # explicit schedule(s), as given to @pypto.kernel
     dynamic_shape: bool = False
+    buckets: Buckets | None = None  # a dynamic kernel's shape buckets
 
 
 class Compiled:
@@ -77,6 +79,9 @@ class Compiled:
         self.programs = list(programs)
         self.options = options or CompileOptions()
         self.io: TensorIO = io or ArrayIO()
+        # the same kernel compiled for other shapes of its tensor arguments on a target
+        # (set by the frontend; ``pypto tune --shapes`` uses it)
+        self.for_shapes: Callable[[Sequence[tuple[int, ...]], Target], Compiled] | None = None
 
     @property
     def workloads(self) -> list[Workload]:
@@ -109,16 +114,20 @@ class Compiled:
         schedules, sources, programs = list(self.schedules), list(self.sources), list(self.programs)
         schedules[index], sources[index] = sched, "explicit"
         programs[index] = lower_step(self.name, self.graph, self.plan, self.target, index, sched)
-        return Compiled(self.name, self.graph, self.structure, self.target, self.plan, schedules,
-                        sources, programs, options=self.options, io=self.io)
+        out = Compiled(self.name, self.graph, self.structure, self.target, self.plan, schedules,
+                       sources, programs, options=self.options, io=self.io)
+        out.for_shapes = self.for_shapes
+        return out
 
     def retarget(self, target: Target) -> Compiled:
         """The same kernel (graph and its own options: fusion, explicit schedules)
         compiled for ``target``, with schedules looked up for that target."""
         from pypto.compile.driver import compile_graph
 
-        return compile_graph(self.graph, self.structure, target, kernel_name=self.name,
-                             options=self.options, io=self.io)
+        out = compile_graph(self.graph, self.structure, target, kernel_name=self.name,
+                            options=self.options, io=self.io)
+        out.for_shapes = self.for_shapes
+        return out
 
     def simulate_each(self, *, trace: bool = False, hazards: bool = False) -> list[SimResult]:
         """One ``SimResult`` per workload (timing only; no numbers are computed)."""
@@ -192,7 +201,9 @@ class Compiled:
                 if layout == "NZ" and b not in nz:
                     nz[b] = to_nz(gm[b].reshape(self.plan.buffers[b].shape))
                 args.append(nz[b] if layout == "NZ" else gm[b])
-            execute(program, self.target, args + [gm[b] for b in step.outputs])
+            scratch = [np.empty(sym.size, sym.dtype.np) for sym in program.symbols
+                       if sym.role == "tmp"]  # what one pass stores for the next
+            execute(program, self.target, args + [gm[b] for b in step.outputs] + scratch)
         arrays = [gm[bid].reshape(shape).copy() for bid, shape in self.plan.outputs]
         return pack_outputs(self.graph, self.structure, arrays, self.io)
 
@@ -227,7 +238,7 @@ def _input_layouts(step: Step, schedule: Schedule) -> list[str]:
 
 def pack_outputs(graph: Graph, structure: Any, arrays: list[np.ndarray], io: TensorIO) -> Any:
     """The graph's outputs as the caller's values, in the kernel's output structure."""
-    if structure is None:   # a kernel that returns nothing (it runs raw blocks)
+    if structure is None:  # the kernel returned nothing (it may have run raw blocks)
         return None
     values = []
     for node_id, arr in zip(graph.outputs, arrays):

@@ -50,7 +50,7 @@ def compile_graph(graph: Graph, structure: Any, target: Target, *, kernel_name: 
             schedules.append(complete(step.workload, as_schedule(given)))
             sources.append("explicit")
         else:
-            sched, source = choose_schedule(step.workload, target)
+            sched, source = choose_schedule(step.workload, target, options.buckets)
             schedules.append(sched)
             sources.append(source)
     programs = [lower_step(kernel_name, graph, plan, target, i, s)

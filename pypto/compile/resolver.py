@@ -12,7 +12,14 @@ The chain, first hit wins (DESIGN §9):
    (``pypto.schedule_space.adapt``);
 4. ``default``: the documented heuristic.
 
-Anything but ``tuned`` warns once per workload, naming the ``pypto tune`` command. A
+For a dynamic kernel (``@pypto.kernel(dynamic_shape=True)``, whose ``buckets`` are
+passed), the nearest tuned shape *within the bucket* (every size of its workload in
+the same bucket as this one's) comes right after ``tuned``, as ``nearest``: that is
+how a dynamic kernel is meant to find its schedules, so it is logged at debug level
+(logger ``pypto``) instead of warned.
+
+Anything else but ``tuned`` warns once per workload (for a dynamic kernel, once per
+family and bucket), naming the ``pypto tune`` command. A
 ``ScheduleResolver`` walks the chain over the store at one URL; ``CachedResolver`` wraps it
 with a cache of its answers, emptied whenever a store of this process writes records
 (``pypto.db.store.write_epoch``), so a repeated lookup is a dict hit. The database never
@@ -46,6 +53,7 @@ from pypto.sim import MODEL_VERSION
 from pypto.sim.roofline import workload_bound
 
 if TYPE_CHECKING:
+    from pypto.compile.buckets import Buckets
     from pypto.cost_model.model import CostModel
     from pypto.db.reader import ScheduleReader
     from pypto.ir.workload import Workload
@@ -54,6 +62,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 NEAREST_CANDIDATES = 3  # tuned shapes tried, closest first, until one adapts validly
 TUNED_CANDIDATES = 16  # a workload's own records tried, fastest first, until one is usable
+BUCKET_CANDIDATES = 16  # tuned shapes ranked, closest first, when looking within a bucket
+log = logging.getLogger("pypto")
 
 
 class ScheduleResolver:
@@ -67,19 +77,22 @@ class ScheduleResolver:
         self.url = location.url
         self._store: ScheduleReader | None = None
         self._broken = False          # the store failed once (warned): not used again
-        self._warned: set[tuple[str, str]] = set()
+        self._warned: set[tuple[object, str]] = set()
         # cost models per (target key, family), None when the store has none; kept while
         # no store of this process writes (saving a model counts as a write)
         self._models: dict[tuple[str, str], object] = {}
         self._models_epoch = write_epoch()
 
-    def resolve(self, wl: Workload, target: Target) -> tuple[Schedule, str]:
+    def resolve(self, wl: Workload, target: Target,
+                buckets: Buckets | None = None) -> tuple[Schedule, str]:
         """The schedule for ``wl`` on ``target`` and its source (``tuned``, ``nearest``,
-        ``model`` or ``default``). Never raises because of the database."""
+        ``model`` or ``default``). ``buckets``: a dynamic kernel's shape buckets. Never
+        raises because of the database."""
         store = self.store()
+        once = None if buckets is None else (wl.family_key, buckets.key(workload_sizes(wl)))
         if store is not None:
             try:
-                found = self._from_store(store, wl, target)
+                found = self._from_store(store, wl, target, buckets, once)
                 if found is not None:
                     log.debug("%s on %s: the %s schedule", wl.describe(), target.name, found[1])
                     return found
@@ -87,26 +100,48 @@ class ScheduleResolver:
                 self._give_up(e)
         log.debug("%s on %s: the default schedule", wl.describe(), target.name)
         schedule = default_schedule(wl, target)
-        self._warn(wl, target, "using the default heuristic schedule")
+        self._warn(wl, target, "using the default heuristic schedule", once)
         return schedule, "default"
 
-    def _from_store(self, store: ScheduleReader, wl: Workload,
-                    target: Target) -> tuple[Schedule, str] | None:
+    def _from_store(self, store: ScheduleReader, wl: Workload, target: Target,
+                    buckets: Buckets | None = None,
+                    once: object = None) -> tuple[Schedule, str] | None:
         tuned = self._tuned(store, wl, target)
         if tuned is not None:
             return tuned, "tuned"
+        if buckets is not None:
+            in_bucket = self._in_bucket(store, wl, target, buckets)
+            if in_bucket is not None:
+                return in_bucket, "nearest"
         picked = self._model_pick(store, wl, target)
         if picked is not None:
             self._warn(wl, target, "using the cost model's pick among schedules adapted "
-                                   "from tuned shapes")
+                                   "from tuned shapes", once)
             return picked, "model"
         for neighbor in store.nearest(wl.family_key, target.key, workload_sizes(wl),
                                       model_version=MODEL_VERSION,
                                       limit=NEAREST_CANDIDATES, exclude=wl.key):
             adapted = adapt(wl, target, neighbor.record.schedule)
             if adapted is not None:
-                self._warn(wl, target, functools.partial(_nearest_note, neighbor))
+                self._warn(wl, target, functools.partial(_nearest_note, neighbor), once)
                 return adapted, "nearest"
+        return None
+
+    def _in_bucket(self, store: ScheduleReader, wl: Workload, target: Target,
+                   buckets: Buckets) -> Schedule | None:
+        """The best schedule of the nearest tuned shape in ``wl``'s bucket, adapted."""
+        sizes = workload_sizes(wl)
+        for neighbor in store.nearest(wl.family_key, target.key, sizes,
+                                      model_version=MODEL_VERSION, limit=BUCKET_CANDIDATES,
+                                      exclude=wl.key):
+            if not buckets.same(sizes, neighbor.workload.sizes):
+                continue
+            adapted = adapt(wl, target, neighbor.record.schedule)
+            if adapted is not None:
+                log.debug("%s on %s: schedule of the tuned shape %s, in the same "
+                          "bucket (%s), adapted", wl.describe(), target.name,
+                          neighbor.workload.key[:12], buckets.describe())
+                return adapted
         return None
 
     def _tuned(self, store: ScheduleReader, wl: Workload, target: Target) -> Schedule | None:
@@ -209,8 +244,9 @@ class ScheduleResolver:
                       "with fallback schedules", ScheduleFallbackWarning,
                       stacklevel=_user_stacklevel())
 
-    def _warn(self, wl: Workload, target: Target, what: str | Callable[[], str]) -> None:
-        once = (wl.key, target.key)
+    def _warn(self, wl: Workload, target: Target, what: str | Callable[[], str],
+              once: object = None) -> None:
+        once = (once or wl.key, target.key)
         if once in self._warned:
             return
         self._warned.add(once)
@@ -232,18 +268,19 @@ class CachedResolver:
 
     def __init__(self, resolver: ScheduleResolver) -> None:
         self.resolver = resolver
-        self._cache: dict[tuple[str, str, str], tuple[Schedule, str]] = {}
+        self._cache: dict[tuple[str, str, str, Buckets | None], tuple[Schedule, str]] = {}
         self._epoch = write_epoch()
 
-    def resolve(self, wl: Workload, target: Target) -> tuple[Schedule, str]:
+    def resolve(self, wl: Workload, target: Target,
+                buckets: Buckets | None = None) -> tuple[Schedule, str]:
         epoch = write_epoch()
         if epoch != self._epoch:
             self._cache.clear()
             self._epoch = epoch
-        key = (wl.key, target.key, MODEL_VERSION)
+        key = (wl.key, target.key, MODEL_VERSION, buckets)
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._cache[key] = self.resolver.resolve(wl, target)
+            hit = self._cache[key] = self.resolver.resolve(wl, target, buckets)
         return hit
 
     def clear(self) -> None:
@@ -266,9 +303,11 @@ def resolver_for(url: str | None = None) -> CachedResolver:
     return found
 
 
-def choose_schedule(wl: Workload, target: Target) -> tuple[Schedule, str]:
-    """The schedule the database chain picks for ``wl`` on ``target``, and its source."""
-    return resolver_for().resolve(wl, target)
+def choose_schedule(wl: Workload, target: Target,
+                    buckets: Buckets | None = None) -> tuple[Schedule, str]:
+    """The schedule the database chain picks for ``wl`` on ``target``, and its source
+    (``buckets``: a dynamic kernel's, so that its bucket's tuned shapes come first)."""
+    return resolver_for().resolve(wl, target, buckets)
 
 
 def clear_cache() -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pypto.errors import LayoutError, UnsupportedError
-from pypto.ir.fusion import FusePolicy
+from pypto.ir.fusion import FORCED_ATTR, FusePolicy, check_forced
 from pypto.ir.graph import ASM_OUTPUT, ELEMENTWISE, INLINE_ASM, REDUCTIONS, VIEW_OPS, Graph, Node
 from pypto.ir.raw import raw_workload
 from pypto.ir.views import View, contiguous_strides
@@ -322,6 +322,11 @@ class _Partitioner:
             else:
                 base_id = v.base
             outputs.append((base_id, v.shape))
+        if self.fuse.forced:
+            placed = {m: g.family for g in self.groups for m in g.members}
+            check_forced(self.fuse, {i: n for i, n in self.nodes.items()
+                                     if i in live or i in placed},
+                         placed, {i: v.base for i, v in self.views.items()})
         return self.build(outputs)
 
     # -- workloads ----------------------------------------------------------------------
@@ -429,8 +434,11 @@ class _Partitioner:
         specs = tuple(TensorSpec(self.nodes[b].shape, self.nodes[b].dtype.name,
                                  self.nodes[b].layout, self.nodes[b].op == "const")
                       for b in inputs)
+        attrs: dict[str, Any] = {"space": g.space}
+        if self.fuse.forces(g.family, [self.nodes[m].op for m in g.members[1:]]):
+            attrs[FORCED_ATTR[0]] = FORCED_ATTR[1]  # the space then offers it fused only
         wl = Workload(g.family, specs, tuple(wnodes), tuple(local[o] for o in outs),
-                      _attrs({"space": g.space}))
+                      _attrs(attrs))
         return wl, inputs, outs
 
     def _users(self, node_id: int) -> list[int]:

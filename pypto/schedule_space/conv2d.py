@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pypto.schedule_space import cube_cost
+from pypto.schedule_space import cube_cost, fusion
 from pypto.schedule_space.chain import Chain, analyze
 from pypto.schedule_space.common import (
     MAX_DEPTH,
@@ -133,7 +133,7 @@ def num_blocks(wl: Workload, s: Schedule | dict[str, Any]) -> int:
 def complete(wl: Workload, s: Schedule) -> Schedule:
     """``s`` with ``block_order`` (neutral: ``"mn"``) and ``im2col`` (``"tap"``) filled
     in when missing."""
-    neutral = {"block_order": "mn", "im2col": "tap"}
+    neutral = {"block_order": "mn", "im2col": "tap", **fusion.neutral(wl)}
     missing = {k: v for k, v in neutral.items() if k not in s}
     return s.replace(**missing) if missing else s
 
@@ -204,7 +204,8 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
         cube_cost.epilogue_cycles(target, tail_ops, sh.dtype))
     im2col = "filter_row" if sh.stride[1] > 1 and filter_row_copies_possible(wl) else "tap"
     base = Schedule(row_block=0, m1=0, n1=0, k1=0, k0=0, l1_depth=2, l0_depth=2,
-                    l0c_depth=2, ub_depth=2, cores=1, block_order="mn", im2col=im2col)
+                    l0c_depth=2, ub_depth=2, cores=1, block_order="mn", im2col=im2col,
+                    **fusion.neutral(wl))
     axes = space.axes
     ks = cube_cost.k_tiles(fk, axes["k0"].choices, axes["k1"].choices)
     ub_depths = (2, 1) if chain is not None else (2,)
@@ -283,7 +284,8 @@ def shrunk_default(wl: Workload, target: Target, space: Space) -> Schedule:
     k1 = min(4 * k0, round_up(sh.red, k0))
     im2col = "filter_row" if sh.stride[1] > 1 and filter_row_copies_possible(wl) else "tap"
     s = Schedule(row_block=row_block, m1=m1, n1=n1, k1=k1, k0=k0, l1_depth=2, l0_depth=2,
-                 l0c_depth=2, ub_depth=2, cores=1, block_order="mn", im2col=im2col)
+                 l0c_depth=2, ub_depth=2, cores=1, block_order="mn", im2col=im2col,
+                 **fusion.neutral(wl))
     acc = target.role("acc").name
     for _ in range(64):
         problems = space.check(s)
@@ -335,6 +337,7 @@ def build_space(wl: Workload, target: Target) -> Space:
     depths = tuple(range(1, MAX_DEPTH + 1))
     chain = epilogue_chain(wl)
     axes = [
+        *fusion.axes(wl, target),
         Axis("row_block", rbs, "output rows per block (0: m1 pixels, rows may split)"),
         Axis("m1", m1s, "output pixels per block in L0C (row_block x OW rounded up)"),
         Axis("n1", tile_sizes(sh.k, fn, 512), "output channels per block"),
@@ -368,5 +371,7 @@ def build_space(wl: Workload, target: Target) -> Space:
                    *memory_constraints(target, memory_uses(wl, target), [a.name for a in axes]),
                    k_multiple(),
                    Constraint(("row_block", "m1", "n1", "cores"), core_count)]
+    if "fuse_tail" in {a.name for a in axes}:
+        constraints.append(fusion.unfused_tail_constraint())
     built = Space(wl, target, axes, constraints, lambda: default(wl, target, built))
     return built

@@ -56,7 +56,8 @@ def memory_uses(target: Target, dtype: str, chain: Chain | None, *, sub_blocks: 
     align = target.role("vector").alignment
 
     def epilogue_bytes(k: Any) -> int:
-        if chain is None or (epilogue_axis and k["epilogue"] == "FIX"):
+        if chain is None or (epilogue_axis and k["epilogue"] == "FIX") or \
+                k.get("fuse_tail", True) is False:  # the tail runs in a pass of its own
             return 0
         return footprint(chain, k["m1"], k["n1"], k["ub_depth"], align)
 
@@ -75,7 +76,7 @@ def memory_uses(target: Target, dtype: str, chain: Chain | None, *, sub_blocks: 
         return " + ".join(parts_text)
 
     if chain is not None or zero_tile_bytes:
-        axes = ("m1", "n1", "ub_depth") + (("epilogue",) if epilogue_axis else ()) + (
+        axes = ("fuse_tail", "m1", "n1", "ub_depth") + (("epilogue",) if epilogue_axis else ()) + (
             ("split_k",) if zero_tile_bytes else ())
         uses.append(RoleUse("vector", axes, vector_bytes, vector_text))
     return uses

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pypto.ir.dtypes import BY_NAME
 from pypto.ir.layouts import nz_c0
-from pypto.schedule_space import cube_cost
+from pypto.schedule_space import cube_cost, fusion
 from pypto.schedule_space.chain import Chain, analyze
 from pypto.schedule_space.common import (
     MAX_DEPTH,
@@ -227,7 +227,7 @@ def complete(wl: Workload, s: Schedule) -> Schedule:
     """``s`` with the knobs that have a neutral value filled in when missing (schedules
     written before those knobs existed stay usable)."""
     neutral = {"block_order": "mn", "swizzle": 1, "epilogue": "VEC", "split_k": 1,
-               "m0_parts": 1, "n0_parts": 1, "l0_order": "mn",
+               "m0_parts": 1, "n0_parts": 1, "l0_order": "mn", **fusion.neutral(wl),
                **{knob: choices[0] for knob, choices in layout_choices(wl).items()}}
     missing = {k: v for k, v in neutral.items() if k not in s}
     return s.replace(**missing) if missing else s
@@ -302,7 +302,7 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
     base = Schedule(m1=0, n1=0, k1=0, k0=0, l1_depth=2, l0_depth=2, l0c_depth=2,
                     ub_depth=2, cores=1, block_order="mn", swizzle=1, split_k=1,
                     epilogue="FIX" if fix else "VEC", m0_parts=1, n0_parts=1,
-                    l0_order="mn", **layouts)
+                    l0_order="mn", **layouts, **fusion.neutral(wl))
     axes = space.axes
     ks = cube_cost.k_tiles(target.fractal(sh.dtype)[1], axes["k0"].choices,
                            axes["k1"].choices)
@@ -372,7 +372,7 @@ def shrunk_default(wl: Workload, target: Target, space: Space) -> Schedule:
     s = Schedule(m1=m1, n1=n1, k1=k1, k0=k0, l1_depth=2, l0_depth=2, l0c_depth=2,
                  ub_depth=2, cores=1, block_order="mn", swizzle=1, split_k=1,
                  epilogue="FIX" if fix_epilogue(wl) else "VEC", m0_parts=1, n0_parts=1,
-                 l0_order="mn",
+                 l0_order="mn", **fusion.neutral(wl),
                  **{knob: choices[0] for knob, choices in layout_choices(wl).items()})
     acc = target.role("acc").name
     for _ in range(64):
@@ -417,6 +417,14 @@ def default_split(wl: Workload, s: Schedule, space: Space) -> int:
     return 1
 
 
+def split_needs_own_tail(k: dict[str, Any]) -> list[str]:
+    """Split-K's partial sums add up in GM: a tail can only read them after that."""
+    if k["split_k"] > 1 and k["fuse_tail"]:
+        return [f"split_k={k['split_k']} adds partial sums in GM, so the tail cannot be "
+                "fused; use fuse_tail=False or split_k=1"]
+    return []
+
+
 def build_space(wl: Workload, target: Target) -> Space:
     """The matmul schedule space (axes in dependency order; constraints per memory)."""
     sh = shape_of(wl)
@@ -432,7 +440,11 @@ def build_space(wl: Workload, target: Target) -> Space:
     nz = {knob: (f"an operand stored in layout NZ is read in column blocks of {c0} {dtype} "
                  f"elements, so {knob} is a multiple of {c0}")
           for knob, (c0, dtype) in nz_blocks(wl).items()}
+    fusion_axes = fusion.axes(wl, target)
+    # split-K adds partial sums in GM: with a tail, only when the tail runs on its own
+    splittable = chain is None or any(False in a.choices for a in fusion_axes)
     axes = [
+        *fusion_axes,
         Axis("a_layout", layouts["a_layout"], "how A lies in GM (NZ: 32-byte column blocks)",
              layout_note(wl, "a_layout")),
         Axis("b_layout", layouts["b_layout"], "how B lies in GM (NZ: 32-byte column blocks)",
@@ -450,10 +462,10 @@ def build_space(wl: Workload, target: Target) -> Space:
         Axis("ub_depth", depths if chain is not None else (2,), "UB buffers of the epilogue",
              "" if chain is not None else "there is no epilogue in UB"),
         Axis("split_k", tuple(p for p in SPLITS if p <= math.ceil(sh.k / fk))
-             if chain is None else (1,), "K parts (partial sums added atomically in GM), so "
-                                         "more cores can share few output blocks",
-             "" if chain is None else "the partial sums add in GM, so the matmul cannot "
-                                      "have a fused epilogue; use split_k=1"),
+             if splittable else (1,), "K parts (partial sums added atomically in GM), so "
+                                      "more cores can share few output blocks",
+             "" if splittable else "the partial sums add in GM, so the matmul cannot "
+                                   "have a fused epilogue; use split_k=1"),
         Axis("cores", core_choices(target.cube_cores),
              "cube cores sharing the output blocks (times K parts)"),
         Axis("block_order", ("mn", "nm"), "block walk: n fastest (mn) or m fastest (nm)"),
@@ -488,5 +500,8 @@ def build_space(wl: Workload, target: Target) -> Space:
                                lambda k: nz_problems(wl, k)),
                     Constraint(("k1", "split_k"), split),
                     Constraint(("m1", "n1", "split_k", "cores"), core_count)]
+    if fusion_axes:
+        constraints += [fusion.unfused_tail_constraint(epilogue_axis=True),
+                        Constraint(("fuse_tail", "split_k"), split_needs_own_tail)]
     built = Space(wl, target, axes, constraints, lambda: default(wl, target, built))
     return built

@@ -14,6 +14,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from pypto.errors import UnsupportedError
+from pypto.schedule_space import fusion
 from pypto.schedule_space.chain import Chain, analyze, footprint
 from pypto.schedule_space.common import MAX_DEPTH, core_choice, core_choices
 from pypto.schedule_space.memory import RoleUse, memory_constraints
@@ -62,7 +63,8 @@ def default(wl: Workload, target: Target) -> Schedule:
         tile_rows *= 2
     tiles = units(chain, tile_rows, tile_cols)
     return Schedule(tile_rows=tile_rows, tile_cols=tile_cols, depth=depth,
-                    cores=core_choice(min(cores, tiles), cores), inplace=inplace)
+                    cores=core_choice(min(cores, tiles), cores), inplace=inplace,
+                    **fusion.neutral(wl))
 
 
 def row_fits(wl: Workload, target: Target) -> bool:
@@ -76,8 +78,11 @@ def row_fits(wl: Workload, target: Target) -> bool:
 
 
 def complete(wl: Workload, s: Schedule) -> Schedule:
-    """``s`` with ``inplace`` (neutral: False) filled in when missing."""
-    return s if "inplace" in s else s.replace(inplace=False)
+    """``s`` with ``inplace`` (neutral: False) and ``split_at`` (0) filled in when
+    missing."""
+    missing = {k: v for k, v in {"inplace": False, **fusion.neutral(wl)}.items()
+               if k not in s}
+    return s.replace(**missing) if missing else s
 
 
 def units(chain: Chain, tile_rows: int, tile_cols: int) -> int:
@@ -94,17 +99,27 @@ def num_tiles(wl: Workload, s: Any) -> int:
 
 
 def memory_uses(wl: Workload, target: Target) -> list[RoleUse]:
-    """UB: every value of the chain (``inplace`` decides which share a buffer)."""
+    """UB: every value of the chain (``inplace`` decides which share a buffer); a chain
+    split in two passes needs the larger pass's buffers (the passes reuse UB)."""
+    from pypto.ir.split import split_workload
+
     align = target.role("vector").alignment
-    chains = {False: analyze(wl, inplace=False), True: analyze(wl, inplace=True)}
+    parts = {0: (wl,)} | {n: (split_workload(wl, n).head, split_workload(wl, n).tail)
+                          for n in fusion.split_points(wl)}
+    chains = {(n, inplace): [analyze(p, inplace=inplace) for p in ps]
+              for n, ps in parts.items() for inplace in (False, True)}
 
     def nbytes(k: Any) -> int:
-        return footprint(chains[k["inplace"]], k["tile_rows"], k["tile_cols"], k["depth"],
-                         align)
+        return max(footprint(c, k["tile_rows"], k["tile_cols"], k["depth"], align)
+                   for c in chains[k.get("split_at", 0), k["inplace"]])
 
-    return [RoleUse("vector", ("inplace", "depth", "tile_cols", "tile_rows"), nbytes,
-                    lambda k: f"tile_rows={k['tile_rows']} x tile_cols={k['tile_cols']} x "
-                              f"depth={k['depth']}")]
+    def what(k: Any) -> str:
+        split = f" (the larger pass of split_at={k['split_at']})" if k.get("split_at") else ""
+        return f"tile_rows={k['tile_rows']} x tile_cols={k['tile_cols']} x " \
+               f"depth={k['depth']}{split}"
+
+    return [RoleUse("vector", ("split_at", "inplace", "depth", "tile_cols", "tile_rows"),
+                    nbytes, what)]
 
 
 def footprints(wl: Workload, s: Any, target: Target) -> dict[str, int]:
@@ -123,6 +138,7 @@ def build_space(wl: Workload, target: Target) -> Space:
         cols |= {1 << i for i in range(MIN_CHUNK.bit_length() - 1, chain.cols.bit_length())
                  if 1 << i < chain.cols}
     axes = [
+        *fusion.axes(wl, target),
         Axis("inplace", (False, True), "elementwise ops overwrite their operand's buffer"),
         Axis("depth", tuple(range(1, MAX_DEPTH + 1)), "UB slots per value (2: ping-pong)"),
         Axis("tile_cols", tuple(sorted(cols)), "columns per tile (the row length, or "

@@ -45,21 +45,26 @@ def _fmt_us(task: Any, cycles: int | None) -> str:
 def run_tune(file: Path, *, kernels: list[str] | None, target: str | None, trials: int,
              strategy: str, db: str | None, timeout: float | None,
              early_stopping: int | None, seed: int | None,
-             capture: Callable[..., list[Any]], workers: int = 1, transfer: bool = True) -> int:
+             capture: Callable[..., list[Any]], workers: int = 1, transfer: bool = True,
+             shapes: list[str] | None = None) -> int:
     """The ``tune`` command; returns the exit code. Raises ``PyptoError`` for bad input.
 
     ``trials`` is the total each workload should have on the target, whoever measures it:
     this run's ``workers`` processes, or other runs sharing the database. ``transfer``:
-    start each workload from the adapted best schedules of its nearest tuned shapes."""
+    start each workload from the adapted best schedules of its nearest tuned shapes.
+    ``shapes``: ``--shapes`` options, more shapes of the dynamic kernels to tune
+    (``pypto.tuner.shapes``)."""
     from rich.table import Table
 
     from pypto.db.location import display_url
     from pypto.report.console import console
+    from pypto.tuner.shapes import parse_shapes, with_shapes
     from pypto.tuner.strategies import get_strategy
     from pypto.tuner.tasks import extract_tasks
     from pypto.tuner.workers import Pool, check_workers
 
     get_strategy(strategy, seed)          # unknown name or missing dependency: fail now
+    shape_options = parse_shapes(shapes or [])
     if target is not None:
         from pypto.targets import load_target
 
@@ -71,7 +76,7 @@ def run_tune(file: Path, *, kernels: list[str] | None, target: str | None, trial
     os.environ["PYPTO_DB"] = url
     try:
         with contextlib.redirect_stdout(io.StringIO()):   # the script's own prints
-            tasks = extract_tasks(capture(file, kernels, target))
+            tasks = extract_tasks(with_shapes(capture(file, kernels, target), shape_options))
     finally:
         if previous is None:
             os.environ.pop("PYPTO_DB", None)
