@@ -155,4 +155,28 @@ def build_space(wl: Workload, target: Target) -> Space:
 
     constraints = memory_constraints(target, memory_uses(wl, target), [a.name for a in axes])
     constraints.append(Constraint(("tile_cols", "tile_rows", "cores"), core_count))
+    if any(axis.name == "split_at" and len(axis.choices) > 1 for axis in axes):
+        constraints.append(_pass_chunks(wl, target))
     return Space(wl, target, axes, constraints, lambda: default(wl, target))
+
+
+def _pass_chunks(wl: Workload, target: Target) -> Constraint:
+    """With the chain split in two passes, each pass takes the schedule's ``tile_cols``:
+    it must be one its own space offers (a pass whose whole rows fit keeps them whole)."""
+    from pypto.ir.split import split_workload
+    from pypto.schedule_space.registry import space_for
+
+    widths = {}
+    for n in fusion.split_points(wl):
+        parts = split_workload(wl, n)
+        widths[n] = (set(space_for(parts.head, target).axes["tile_cols"].choices)
+                     & set(space_for(parts.tail, target).axes["tile_cols"].choices))
+
+    def check(k: Any) -> list[str]:
+        n = k["split_at"]
+        if n == 0 or k["tile_cols"] in widths[n]:
+            return []
+        return [f"tile_cols={k['tile_cols']} is not a width both passes of split_at={n} "
+                f"take (they take {sorted(widths[n])})"]
+
+    return Constraint(("split_at", "tile_cols"), check)
