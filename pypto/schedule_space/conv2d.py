@@ -37,7 +37,13 @@ from pypto.schedule_space.common import (
     round_up,
     tile_sizes,
 )
-from pypto.schedule_space.cube import k_multiple
+from pypto.schedule_space.cube import (
+    CubeWork,
+    k_multiple,
+    refuse_huge,
+    size_constraint,
+    valid_or_refuse,
+)
 from pypto.schedule_space.cube import memory_uses as memory_uses_of
 from pypto.schedule_space.memory import RoleUse, memory_constraints
 from pypto.schedule_space.memory import footprints as role_footprints
@@ -130,6 +136,24 @@ def num_blocks(wl: Workload, s: Schedule | dict[str, Any]) -> int:
     return math.ceil(sh.m / block_pixels(sh, s)) * math.ceil(sh.k / s["n1"])
 
 
+def program_work(wl: Workload, s: Schedule | dict[str, Any]) -> CubeWork:
+    """What the program of ``s`` repeats (``CubeWork``): per chunk one DMA of the weight
+    tile and the im2col DMAs of the A tile, one per tap the chunk touches and output row
+    the block spans (three for a tap whose row reaches the padding: zeros, inside,
+    zeros); the drain
+    is one DMA, or with an epilogue on UB a DMA into it, the tail's ops and the store."""
+    sh = shape_of(wl)
+    pixels = block_pixels(sh, s)
+    rows = min(pixels, math.ceil(pixels / sh.ow) + (0 if s["row_block"] else 1))
+    taps = min(sh.r * sh.s, math.ceil(s["k1"] / sh.c) + 1)
+    pieces = 1 + 2 * min(sh.s, 2 * sh.padding[1]) / sh.s    # taps that reach the padding
+    tail = sum(n.op not in ("load", "conv2d_nhwc") for n in wl.nodes)
+    return CubeWork(blocks=num_blocks(wl, s), chunks=math.ceil(sh.red / s["k1"]),
+                    l1_copies=1 + math.ceil(taps * rows * pieces),
+                    steps=math.ceil(s["k1"] / s["k0"]), m0_parts=1, n0_parts=1,
+                    drain=2 + tail if tail else 1)
+
+
 def complete(wl: Workload, s: Schedule) -> Schedule:
     """``s`` with ``block_order`` (neutral: ``"mn"``) and ``im2col`` (``"tap"``) filled
     in when missing."""
@@ -193,6 +217,9 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
     ``target``, when built already."""
     sh = shape_of(wl)
     space = within or build_space(wl, target)
+    largest = {a: space.axes[a].choices[-1] for a in ("row_block", "m1", "n1", "k0", "k1")}
+    refuse_huge(wl.describe(), [largest, {**largest, "row_block": 0}],
+                lambda k: program_work(wl, k))
     r = cube_cost.rates(target, sh.dtype)
     fm, fk, fn = target.fractal(sh.dtype)
     chain = epilogue_chain(wl)
@@ -241,7 +268,7 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
                 candidates.append((cube_cost.score(
                     problem, r, tiles(*tile, cube_cost.DEPTHS[0])), tile))
     best = cube_cost.best_first(candidates, finish)
-    return best if best is not None else shrunk_default(wl, target, space)
+    return best if best is not None else valid_or_refuse(space, shrunk_default(wl, target, space))
 
 
 def _a_runs(sh: ConvShape, im2col: str, row_block: int, pixels: int,
@@ -303,7 +330,7 @@ def shrunk_default(wl: Workload, target: Target, space: Space) -> Schedule:
         elif s["k0"] > fk:
             k0 = max(fk, round_up(s["k0"] // 2, fk))
             s = s.replace(k0=k0, k1=k0)
-        elif s["ub_depth"] > 1:
+        elif s["ub_depth"] > 1 and 1 in space.axes["ub_depth"].choices:
             s = s.replace(ub_depth=1)
         else:
             break
@@ -367,6 +394,8 @@ def build_space(wl: Workload, target: Target) -> Space:
     constraints = [Constraint(("row_block", "m1"), rows),
                    *memory_constraints(target, memory_uses(wl, target), [a.name for a in axes]),
                    k_multiple(),
-                   Constraint(("row_block", "m1", "n1", "cores"), core_count)]
+                   Constraint(("row_block", "m1", "n1", "cores"), core_count),
+                   size_constraint(("row_block", "m1", "n1", "k0", "k1"),
+                                   lambda k: program_work(wl, k))]
     built = Space(wl, target, axes, constraints, lambda: default(wl, target, built))
     return built
