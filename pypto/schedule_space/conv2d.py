@@ -23,6 +23,7 @@ Knobs: the matmul ones (``m1`` x ``n1`` output block in L0C, ``k1`` per L1 load,
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -271,17 +272,25 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
     return best if best is not None else valid_or_refuse(space, shrunk_default(wl, target, space))
 
 
+@functools.cache
+def pieces(total: int, k1: int, unit: int) -> float:
+    """How many of the ``unit``-long pieces of ``0 .. total`` (taps of ``C`` channels,
+    or filter rows) a ``k1`` chunk of it touches: all the chunks' pieces per chunk,
+    a short last chunk counted as its share (as ``cube_cost.score`` counts chunks).
+    ``k1 / unit`` when chunks start on pieces; one more where a chunk starts inside."""
+    touched = sum((min(at + k1, total) - 1) // unit - at // unit + 1
+                  for at in range(0, total, k1))
+    return touched / max(1.0, total / k1)
+
+
 def _a_runs(sh: ConvShape, im2col: str, row_block: int, pixels: int,
-            k1: int) -> tuple[int, int]:
+            k1: int) -> tuple[float, int]:
     """``(runs, elements per run)`` of one im2col A tile load: a run per pixel and tap
     (per filter row with filter-row copies) of the channels the chunk holds; with
     stride_w 1 and whole taps, the pixels of an output row are one run."""
-    whole = k1 >= sh.red                        # one chunk holds all of (r, s, c)
     if im2col == "filter_row":
-        per = min(k1, sh.s * sh.c)
-        rows = sh.r if whole else min(sh.r, math.ceil(k1 / per) + 1)
-        return pixels * rows, per
-    taps = sh.r * sh.s if whole else min(sh.r * sh.s, math.ceil(k1 / sh.c) + 1)
+        return pixels * pieces(sh.red, k1, sh.s * sh.c), min(k1, sh.s * sh.c)
+    taps = pieces(sh.red, k1, sh.c)
     if sh.stride[1] == 1 and k1 >= sh.c:
         rows = row_block or math.ceil(pixels / sh.ow) + 1
         return rows * taps, min(pixels, sh.ow) * sh.c
