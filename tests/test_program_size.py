@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 import pypto
 from pypto.ir.partition import partition
-from pypto.schedule_space import space_for
 from pypto.schedule_space import conv2d as conv_space
 from pypto.schedule_space import matmul as matmul_space
+from pypto.schedule_space import space_for
 from pypto.schedule_space.cube import MAX_INSTRUCTIONS
 from pypto.targets import load_target
 from tests.strategies import random_schedule
