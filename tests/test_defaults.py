@@ -103,3 +103,21 @@ def test_matmul_default_puts_the_cores_to_work(target: str) -> None:
                                       pypto.spec((k, n), "float16")], target, "matmul")
         s = space_for(wl, tgt).default()
         assert s["cores"] >= least, (m, n, k, dict(s))
+
+
+@given(taps=st.integers(1, 49), channels=st.integers(1, 300), k1=st.integers(1, 2000))
+def test_conv_estimate_counts_the_taps_a_chunk_touches(taps: int, channels: int,
+                                                       k1: int) -> None:
+    """The conv heuristic's im2col estimate: a chunk of whole taps touches ``k1 / C`` of
+    them (not one more), a chunk inside a tap one; over all chunks, every tap at least
+    once and at most one extra per chunk."""
+    from pypto.schedule_space.conv2d import pieces
+
+    total = taps * channels
+    chunks = max(1.0, total / k1)
+    got = pieces(total, k1, channels)
+    if k1 % channels == 0 and total % k1 == 0:
+        assert got == k1 // channels
+    if channels % k1 == 0:      # every chunk inside one tap
+        assert got == pytest.approx(-(-total // k1) / chunks)
+    assert taps <= got * chunks + 1e-9 <= taps + -(-total // k1)

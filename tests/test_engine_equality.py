@@ -417,31 +417,84 @@ def test_l2_hits_and_victims_match_the_reference(geometry, lines, rng):
     assert fast._engine()._l2_hits(line_bytes, l2_bytes, lines) == [l2.access(x) for x in lines]
 
 
-@pytest.mark.parametrize("lines, all_hit", [(64, True), (65, False)])
-def test_l2_without_evictions_and_with_them(lines, all_hit):
-    """A 4-set L2 (64 lines): reading a tensor twice. Its 64 lines fit, so the engine
-    keeps a bit per line (no set can ever evict) and the second pass hits throughout;
-    one line more and the sets' LRU runs (the 17th line of set 0 evicts). Both engines
-    agree either way, on one core and on two reading in turn."""
-    data = load_target("ascend910b").to_dict()
-    data["l2"]["bytes"] = 4 * 16 * 512
-    target = Target.from_dict(data, "4-set L2")
-    symbols = (Symbol("x", float16, (lines, 256), "in"),)   # 512 B rows: a line each
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from([(512, 8192), (512, 16384), (64, 3 * 1024), (100, 40000)]),
+       st.lists(st.lists(st.integers(0, 400), max_size=300), min_size=1, max_size=3),
+       st.sampled_from([0, 1000, 2**32 - 300]), st.randoms(use_true_random=False))
+def test_l2_line_table_hits_like_the_reference(geometry, runs, now, rng):
+    """The engine's line-table L2 (a stamp per line, the lines of each set) hits exactly
+    where ``reference.L2`` does, run after run on one buffer (stamps left by earlier
+    runs count as absent), also when its stamps would wrap and the table is cleared."""
+    line_bytes, l2_bytes = geometry
+    runs = [r + [rng.choice(r) for _ in range(len(r))] if r else r for r in runs]
+    target = load_target("ascend910b").to_dict()
+    target["l2"].update(line_bytes=line_bytes, bytes=l2_bytes)
+    want = []
+    for lines in runs:
+        l2 = reference.L2(Target.from_dict(target))
+        want.append([l2.access(x) for x in lines])
+    assert fast._engine()._l2_table_hits(line_bytes, l2_bytes, runs, now) == want
+
+
+def _read_twice_program(lines: int, cores: int) -> Program:
+    """Each core reads ``x`` (``lines`` rows of 512 B) twice."""
+    symbols = (Symbol("x", float16, (lines, 256), "in"),)
     streams = []
-    for _ in range(2):
+    for _ in range(cores):
         b = StreamBuilder()
         for _ in range(2):
             b.emit(Op.COPY, Operand(Mem.VECTOR, 0, lines, 256, 256),
                    Operand(Mem.GM, 0, lines, 256, 256, gm=0), dtype=float16)
             b.emit(Op.BARRIER)
         streams.append(b)
-    for cores in (streams[:1], streams):
-        program = _program(*cores, symbols=symbols)
+    return _program(*streams, symbols=symbols)
+
+
+def _four_set_target() -> Target:
+    data = load_target("ascend910b").to_dict()
+    data["l2"]["bytes"] = 4 * 16 * 512
+    return Target.from_dict(data, "4-set L2")
+
+
+@pytest.mark.parametrize("lines, all_hit", [(64, True), (65, False)])
+def test_l2_without_evictions_and_with_them(lines, all_hit):
+    """A 4-set L2 (64 lines): reading a tensor twice. Its 64 lines fit, so the engine
+    keeps a bit per line (no set can ever evict) and the second pass hits throughout;
+    one line more and the line table runs (the 17th line of set 0 evicts). Both engines
+    agree either way, on one core and on two reading in turn."""
+    target = _four_set_target()
+    for cores in (1, 2):
+        program = _read_twice_program(lines, cores)
         got = check_same(program, target, 0)
-        second_pass = got.gm_read_bytes // (2 * len(cores))
-        if len(cores) == 1:
+        second_pass = got.gm_read_bytes // (2 * cores)
+        if cores == 1:
             assert (got.l2_hit_bytes == second_pass) is all_hit
             assert got.l2_hit_bytes <= second_pass
+
+
+def test_l2_sets_where_the_lines_span_more_than_the_line_table(monkeypatch):
+    """Lines more than TABLE_LINES apart (``y`` past an untouched 8 GiB tensor): the
+    engine keeps the L2 by sets (tags and a recency order) and still agrees, timing the
+    program itself. 17 lines of one set (of 512), read twice: every read misses."""
+    data = load_target("ascend910b").to_dict()
+    data["l2"]["bytes"] = 512 * 16 * 512
+    target = Target.from_dict(data, "512-set L2")
+    far = fast._engine().LIMITS["TABLE_LINES"]
+    symbols = (Symbol("x", float16, (17 * 512, 256), "in"),
+               Symbol("gap", float16, (far, 256), "tmp"), Symbol("y", float16, (1, 256), "in"))
+    b = StreamBuilder()
+    for _ in range(2):      # rows 512 lines apart: all in set 0
+        b.emit(Op.COPY, Operand(Mem.VECTOR, 0, 17, 256, 512 * 256),
+               Operand(Mem.GM, 0, 17, 256, 512 * 256, gm=0), dtype=float16)
+        b.emit(Op.BARRIER)
+    b.emit(Op.COPY, Operand(Mem.VECTOR, 0, 1, 256, 256), Operand(Mem.GM, 0, 1, 256, 256, gm=2),
+           dtype=float16)
+    program = _program(b, symbols=symbols)
+    want = reference.simulate(program, target, 0, trace=True)
+    monkeypatch.setattr(fast, "_reference", None)   # the engine must not hand it over
+    got = fast.simulate(program, target, 0, trace=True)
+    assert got.same_timing(want) and np.array_equal(got.trace, want.trace)
+    assert got.dram_read_bytes == (2 * 17 + 1) * 512
 
 
 def test_what_the_fast_engine_keeps_of_a_program_is_never_stale():

@@ -51,6 +51,18 @@ def test_tensors_larger_than_the_targets_gm_are_refused(memory_cap: None) -> Non
 
 def test_a_matmul_that_would_emit_too_many_instructions_names_its_tiles(
         memory_cap: None) -> None:
-    with pytest.raises(UnsupportedError, match=r"m1=\d+, n1=\d+, k1=\d+, k0=\d+ .*larger m1"):
+    with pytest.raises(UnsupportedError, match=r"even the largest tiles \(m1=\d+, n1=\d+, "
+                                               r"k1=\d+, k0=\d+\) make a program of about "
+                                               r"[\d,]+ instructions .*smaller kernels"):
         mm.lower(pypto.spec((10**5, 10**5), "float16"),
                  pypto.spec((10**5, 10**5), "float16"), target="ascend910b")
+
+
+def test_a_matmul_whose_tiles_that_fit_make_too_large_a_program_is_refused(
+        memory_cap: None) -> None:
+    """20000^3: the tiles the memories hold make programs over the size limit."""
+    with pytest.raises(UnsupportedError, match=r"no valid schedule on ascend910b.*m1=\d+, "
+                                               r"n1=\d+.* instructions \(at most [\d,]+\): "
+                                               r"give larger m1"):
+        mm.lower(pypto.spec((20000, 20000), "float16"),
+                 pypto.spec((20000, 20000), "float16"), target="ascend910b")

@@ -29,7 +29,6 @@ from pypto.codegen.pipeline import (
     Chunk,
     CubeLoop,
     block_order,
-    check_cube_work,
     core_chunks,
     cube_buffers,
     software_pipeline,
@@ -179,8 +178,6 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     buffers = cube_buffers(target, s, in_dt.itemsize, acc_dt.itemsize, m1, n1, wl,
                            epilogue_chain(wl), gm_in, gm_out)
     pixels = block_pixels(sh, s)
-    check_cube_work(wl, s, math.ceil(sh.m / pixels) * math.ceil(sh.k / n1),
-                    math.ceil(sh.red / k1))
     blocks = block_order(1, math.ceil(sh.m / pixels), math.ceil(sh.k / n1),
                          s["block_order"], 1)
     zero = wl.nodes[conv.args[2]] if len(conv.args) > 2 else None

@@ -24,7 +24,6 @@ from pypto.codegen.pipeline import (
     Chunk,
     CubeLoop,
     block_order,
-    check_cube_work,
     core_chunks,
     cube_buffers,
     software_pipeline,
@@ -62,8 +61,6 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     buffers = cube_buffers(target, s, in_dt.itemsize, acc_dt.itemsize, m0, n0, wl,
                            None if fix_relu else chain, gm_in, gm_out)
     batch_n = math.prod(sh.batch)
-    check_cube_work(wl, s, batch_n * math.ceil(sh.m / m1) * math.ceil(sh.n / n1),
-                    math.ceil(sh.k / k1))
     blocks = block_order(batch_n, math.ceil(sh.m / m1), math.ceil(sh.n / n1),
                          s["block_order"], s["swizzle"])
     parts = k_parts(sh.k, k1, s["split_k"])

@@ -19,33 +19,11 @@ from pypto.codegen.isa import F_ACCUMULATE, F_TRANSPOSE, Op
 from pypto.codegen.place import Arenas, Slots
 from pypto.codegen.program import Operand, StreamBuilder
 from pypto.codegen.vector_chain import ChainEmitter, Tile
-from pypto.errors import UnsupportedError
 from pypto.ir.workload import Workload
 from pypto.schedule_space.chain import Chain
 from pypto.targets import Target
 
 T = TypeVar("T")
-
-#: The most instructions lowering builds for one program (about 2 GB while it is built);
-#: the largest packaged-target GEMMs people run (8192^3 fp16) take about 2.5 million.
-MAX_INSTRUCTIONS = 2**24
-
-
-def check_cube_work(wl: Workload, s: Any, blocks: int, k_chunks: int) -> None:
-    """Refuse, before anything is built, a schedule whose K loop would emit more than
-    ``MAX_INSTRUCTIONS``: ``blocks`` output blocks of ``k_chunks`` K chunks each; a chunk
-    is its two L1 loads, and per ``k0`` step its L0A/L0B copies and one MMAD per MMAD
-    sub-block (the flags between them come on top: this is a lower bound)."""
-    steps = -(-s["k1"] // s["k0"])
-    per_chunk = 2 + steps * (2 + s.get("m0_parts", 1) * s.get("n0_parts", 1))
-    estimate = blocks * k_chunks * per_chunk
-    if estimate > MAX_INSTRUCTIONS:
-        raise UnsupportedError(
-            f"{wl.describe()}: schedule m1={s['m1']}, n1={s['n1']}, k1={s['k1']}, "
-            f"k0={s['k0']} makes {blocks:,} blocks of {k_chunks:,} K chunks, over "
-            f"{estimate:,} instructions (at most {MAX_INSTRUCTIONS:,}): give larger m1, n1, "
-            "k1 and k0 tiles, or split the work into smaller kernels")
-
 
 def software_pipeline(sb: StreamBuilder, chunks: Sequence[T], l1_depth: int,
                       load: Callable[[StreamBuilder, T], None],

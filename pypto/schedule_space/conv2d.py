@@ -23,6 +23,7 @@ Knobs: the matmul ones (``m1`` x ``n1`` output block in L0C, ``k1`` per L1 load,
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -37,7 +38,13 @@ from pypto.schedule_space.common import (
     round_up,
     tile_sizes,
 )
-from pypto.schedule_space.cube import k_multiple
+from pypto.schedule_space.cube import (
+    CubeWork,
+    k_multiple,
+    refuse_huge,
+    size_constraint,
+    valid_or_refuse,
+)
 from pypto.schedule_space.cube import memory_uses as memory_uses_of
 from pypto.schedule_space.memory import RoleUse, memory_constraints
 from pypto.schedule_space.memory import footprints as role_footprints
@@ -130,6 +137,24 @@ def num_blocks(wl: Workload, s: Schedule | dict[str, Any]) -> int:
     return math.ceil(sh.m / block_pixels(sh, s)) * math.ceil(sh.k / s["n1"])
 
 
+def program_work(wl: Workload, s: Schedule | dict[str, Any]) -> CubeWork:
+    """What the program of ``s`` repeats (``CubeWork``): per chunk one DMA of the weight
+    tile and the im2col DMAs of the A tile, one per tap the chunk touches and output row
+    the block spans (three for a tap whose row reaches the padding: zeros, inside,
+    zeros); the drain
+    is one DMA, or with an epilogue on UB a DMA into it, the tail's ops and the store."""
+    sh = shape_of(wl)
+    pixels = block_pixels(sh, s)
+    rows = min(pixels, math.ceil(pixels / sh.ow) + (0 if s["row_block"] else 1))
+    taps = min(sh.r * sh.s, math.ceil(s["k1"] / sh.c) + 1)
+    pieces = 1 + 2 * min(sh.s, 2 * sh.padding[1]) / sh.s    # taps that reach the padding
+    tail = sum(n.op not in ("load", "conv2d_nhwc") for n in wl.nodes)
+    return CubeWork(blocks=num_blocks(wl, s), chunks=math.ceil(sh.red / s["k1"]),
+                    l1_copies=1 + math.ceil(taps * rows * pieces),
+                    steps=math.ceil(s["k1"] / s["k0"]), m0_parts=1, n0_parts=1,
+                    drain=2 + tail if tail else 1)
+
+
 def complete(wl: Workload, s: Schedule) -> Schedule:
     """``s`` with ``block_order`` (neutral: ``"mn"``) and ``im2col`` (``"tap"``) filled
     in when missing."""
@@ -193,6 +218,9 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
     ``target``, when built already."""
     sh = shape_of(wl)
     space = within or build_space(wl, target)
+    largest = {a: space.axes[a].choices[-1] for a in ("row_block", "m1", "n1", "k0", "k1")}
+    refuse_huge(wl.describe(), [largest, {**largest, "row_block": 0}],
+                lambda k: program_work(wl, k))
     r = cube_cost.rates(target, sh.dtype)
     fm, fk, fn = target.fractal(sh.dtype)
     chain = epilogue_chain(wl)
@@ -242,20 +270,28 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
                 candidates.append((cube_cost.score(
                     problem, r, tiles(*tile, cube_cost.DEPTHS[0])), tile))
     best = cube_cost.best_first(candidates, finish)
-    return best if best is not None else shrunk_default(wl, target, space)
+    return best if best is not None else valid_or_refuse(space, shrunk_default(wl, target, space))
+
+
+@functools.cache
+def pieces(total: int, k1: int, unit: int) -> float:
+    """How many of the ``unit``-long pieces of ``0 .. total`` (taps of ``C`` channels,
+    or filter rows) a ``k1`` chunk of it touches: all the chunks' pieces per chunk,
+    a short last chunk counted as its share (as ``cube_cost.score`` counts chunks).
+    ``k1 / unit`` when chunks start on pieces; one more where a chunk starts inside."""
+    touched = sum((min(at + k1, total) - 1) // unit - at // unit + 1
+                  for at in range(0, total, k1))
+    return touched / max(1.0, total / k1)
 
 
 def _a_runs(sh: ConvShape, im2col: str, row_block: int, pixels: int,
-            k1: int) -> tuple[int, int]:
+            k1: int) -> tuple[float, int]:
     """``(runs, elements per run)`` of one im2col A tile load: a run per pixel and tap
     (per filter row with filter-row copies) of the channels the chunk holds; with
     stride_w 1 and whole taps, the pixels of an output row are one run."""
-    whole = k1 >= sh.red                        # one chunk holds all of (r, s, c)
     if im2col == "filter_row":
-        per = min(k1, sh.s * sh.c)
-        rows = sh.r if whole else min(sh.r, math.ceil(k1 / per) + 1)
-        return pixels * rows, per
-    taps = sh.r * sh.s if whole else min(sh.r * sh.s, math.ceil(k1 / sh.c) + 1)
+        return pixels * pieces(sh.red, k1, sh.s * sh.c), min(k1, sh.s * sh.c)
+    taps = pieces(sh.red, k1, sh.c)
     if sh.stride[1] == 1 and k1 >= sh.c:
         rows = row_block or math.ceil(pixels / sh.ow) + 1
         return rows * taps, min(pixels, sh.ow) * sh.c
@@ -305,7 +341,7 @@ def shrunk_default(wl: Workload, target: Target, space: Space) -> Schedule:
         elif s["k0"] > fk:
             k0 = max(fk, round_up(s["k0"] // 2, fk))
             s = s.replace(k0=k0, k1=k0)
-        elif s["ub_depth"] > 1:
+        elif s["ub_depth"] > 1 and 1 in space.axes["ub_depth"].choices:
             s = s.replace(ub_depth=1)
         else:
             break
@@ -370,7 +406,9 @@ def build_space(wl: Workload, target: Target) -> Space:
     constraints = [Constraint(("row_block", "m1"), rows),
                    *memory_constraints(target, memory_uses(wl, target), [a.name for a in axes]),
                    k_multiple(),
-                   Constraint(("row_block", "m1", "n1", "cores"), core_count)]
+                   Constraint(("row_block", "m1", "n1", "cores"), core_count),
+                   size_constraint(("row_block", "m1", "n1", "k0", "k1"),
+                                   lambda k: program_work(wl, k))]
     if "fuse_tail" in {a.name for a in axes}:
         constraints.append(fusion.unfused_tail_constraint())
     built = Space(wl, target, axes, constraints, lambda: default(wl, target, built))

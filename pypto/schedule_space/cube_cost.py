@@ -14,8 +14,8 @@ every block, hidden behind the next block with two or more L0C buffers; a fused
 epilogue's vector work and write-out run beside the next block. The
 kernel takes the most loaded core plus what no core can hide (the first load's latency,
 the last drain, split-K's clearing of the output), and never less than its DRAM traffic
-at the chip's DRAM rate (inputs read once while they fit the L2, else the panels that
-the block walk re-reads).
+at the chip's DRAM rate (inputs read once while the operand the block walk cycles
+through stays in the L2, else that operand again for every row of blocks).
 """
 
 from __future__ import annotations
@@ -175,13 +175,17 @@ def score(p: CubeProblem, r: Rates, t: Tiles) -> tuple[float, float]:
 
 def dram_read_bytes(p: CubeProblem, r: Rates, t: Tiles, m_blocks: int, n_blocks: int,
                     a_burst: float, b_burst: float) -> float:
-    """Input bytes read from DRAM: each operand once while both fit the L2; else, walking
-    n fastest, A's row panel stays while B is re-read for every row of blocks that the
-    cores do not walk together."""
+    """Input bytes read from DRAM. Walking n fastest, the cores take a row of blocks (or
+    several together) at a time: its A panel is read once, and B is walked once per
+    row. B stays in the (LRU) L2 from one row to the next when B and what a row adds
+    (the A panels and the output rows of the rows walked together) fit it; then each
+    operand is read once, else B again for every row of blocks."""
     a, b = p.a_bytes * a_burst, p.b_bytes * b_burst
-    if p.a_bytes + p.b_bytes <= r.l2_bytes // 2:
-        return a + b
     rows_together = max(1, t.cores // max(1, n_blocks))
+    rows = max(1, p.batch * m_blocks)
+    row_bytes = (p.a_bytes + p.batch * p.m * p.n * r.out_isz) / rows
+    if p.b_bytes + rows_together * row_bytes <= r.l2_bytes:
+        return a + b
     return a + b * math.ceil(m_blocks / rows_together)
 
 

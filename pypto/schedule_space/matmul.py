@@ -14,6 +14,7 @@ blocks (the parts' partial sums add atomically in GM after the output is cleared
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -30,7 +31,15 @@ from pypto.schedule_space.common import (
     round_up,
     tile_sizes,
 )
-from pypto.schedule_space.cube import k_multiple
+from pypto.schedule_space.cube import (
+    LAYOUT_KNOBS,
+    MAX_INSTRUCTIONS,
+    CubeWork,
+    k_multiple,
+    refuse_huge,
+    size_constraint,
+    valid_or_refuse,
+)
 from pypto.schedule_space.cube import memory_uses as memory_uses_of
 from pypto.schedule_space.memory import RoleUse, memory_constraints
 from pypto.schedule_space.memory import footprints as role_footprints
@@ -98,9 +107,6 @@ def sub_block_problems(s: Any, fm: int, fn: int) -> list[str]:
         out.append(f"m0_parts={s['m0_parts']} x n0_parts={s['n0_parts']} makes more than "
                    f"{MAX_SUB_BLOCKS} sub-blocks per block")
     return out
-
-
-LAYOUT_KNOBS = ("a_layout", "b_layout")
 
 
 def _operand_inputs(wl: Workload) -> tuple[int, int]:
@@ -252,6 +258,23 @@ def num_blocks(wl: Workload, s: Any) -> int:
             * s.get("split_k", 1))
 
 
+def program_work(wl: Workload, s: Any) -> CubeWork:
+    """What the program of ``s`` repeats (``CubeWork``): a tile in NZ is one DMA per
+    column block; the drain is one DMA, or with an epilogue on UB a DMA into it, the
+    tail's ops and the store."""
+    sh = shape_of(wl)
+    copies = 0
+    for knob, cols in (("a_layout", s["m1"] if sh.transpose_a else s["k1"]),
+                       ("b_layout", s["k1"] if sh.transpose_b else s["n1"])):
+        copies += -(-cols // nz_c0(BY_NAME[sh.dtype].itemsize)) if s[knob] == "NZ" else 1
+    tail = sum(n.op not in ("load", "matmul") for n in wl.nodes)
+    return CubeWork(blocks=num_blocks(wl, s),
+                    chunks=math.ceil(math.ceil(sh.k / s["k1"]) / s["split_k"]),
+                    l1_copies=copies, steps=math.ceil(s["k1"] / s["k0"]),
+                    m0_parts=s["m0_parts"], n0_parts=s["n0_parts"],
+                    drain=2 + tail if tail else 1)
+
+
 def default(wl: Workload, target: Target, within: Space | None = None) -> Schedule:
     """The schedule an untuned compile gets: the best of a small set of candidates by
     an analytic estimate of the kernel's time from the target's figures
@@ -262,7 +285,8 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
     accept.
 
     Candidates: blocks ``m1 x n1`` of the axes' sizes up to 256 (so the waves over the
-    cores and the tail blocks count), ``k0`` of 1, 2, 4 or 8 fractals and ``k1`` of 1
+    cores and the tail blocks count; larger ones only if none of those keeps the
+    program within the space's size limit), ``k0`` of 1, 2, 4 or 8 fractals and ``k1`` of 1
     to 8 ``k0`` (so a triple-buffered ``k1 = 3 k0`` competes with ``4 k0`` double
     buffered), L1 depth 2 to 4, L0 and accumulator depth 2 or 1 (the memories decide),
     split-K (when there is no fused epilogue) while the work units stay within two
@@ -288,6 +312,10 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
     """
     sh = shape_of(wl)
     space = within or build_space(wl, target)
+    largest = {a: space.axes[a].choices[-1] for a in ("m1", "n1", "k0", "k1")}
+    refuse_huge(wl.describe(), [{**largest, "m0_parts": 1, "n0_parts": 1, "split_k": 1,
+                                 **{k: "ND" for k in LAYOUT_KNOBS}}],
+                lambda k: program_work(wl, k))
     r = cube_cost.rates(target, sh.dtype)
     chain = epilogue_chain(wl)
     tail_ops = [n.op for n in wl.nodes if n.op not in ("load", "matmul")]
@@ -325,24 +353,35 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
                     return score, s
         return None
 
-    candidates = []
     grid = {u: core_choice(min(target.cube_cores, u), target.cube_cores)
             for u in range(1, 2 * target.cube_cores + 1)}
-    for m1 in (c for c in axes["m1"].choices if c <= cube_cost.MAX_BLOCK):
-        for n1 in (c for c in axes["n1"].choices if c <= cube_cost.MAX_BLOCK):
-            blocks = batch * math.ceil(sh.m / m1) * math.ceil(sh.n / n1)
-            splits = [p for p in axes["split_k"].choices
-                      if p == 1 or blocks * p <= 2 * target.cube_cores]
-            for k0, k1 in ks:
-                for split in (p for p in splits if p <= math.ceil(sh.k / k1)):
-                    cores = grid.get(blocks * split, target.cube_cores)
-                    tile = (m1, n1, k0, k1, split, cores)
-                    candidates.append((cube_cost.score(
-                        problem, r, tiles(*tile, cube_cost.DEPTHS[0])), tile))
-    best = cube_cost.best_first(candidates, finish)
-    if best is not None:
-        return best
-    return shrunk_default(wl, target, space)
+
+    def candidates(small: bool) -> list[tuple[cube_cost.Score, tuple]]:
+        """Those of blocks up to MAX_BLOCK (``small``), or of the others."""
+        out = []
+        for m1, n1 in itertools.product(axes["m1"].choices, axes["n1"].choices):
+            if (max(m1, n1) <= cube_cost.MAX_BLOCK) == small:
+                blocks = batch * math.ceil(sh.m / m1) * math.ceil(sh.n / n1)
+                splits = [p for p in axes["split_k"].choices
+                          if p == 1 or blocks * p <= 2 * target.cube_cores]
+                for k0, k1 in ks:
+                    for split in (p for p in splits if p <= math.ceil(sh.k / k1)):
+                        if program_work(wl, base.replace(m1=m1, n1=n1, k0=k0, k1=k1,
+                                                         split_k=split)).instructions() \
+                                > MAX_INSTRUCTIONS:
+                            continue    # what the space's size limit refuses
+                        cores = grid.get(blocks * split, target.cube_cores)
+                        tile = (m1, n1, k0, k1, split, cores)
+                        out.append((cube_cost.score(
+                            problem, r, tiles(*tile, cube_cost.DEPTHS[0])), tile))
+        return out
+
+    # blocks up to MAX_BLOCK; larger ones when only they keep the program small enough
+    for small in (True, False):
+        best = cube_cost.best_first(candidates(small), finish)
+        if best is not None:
+            return best
+    return valid_or_refuse(space, shrunk_default(wl, target, space))
 
 
 def _runs(sh: MatmulShape, layouts: dict[str, str], m1: int, n1: int,
@@ -390,7 +429,7 @@ def shrunk_default(wl: Workload, target: Target, space: Space) -> Schedule:
         elif s["k0"] > fk:
             s = s.replace(k0=max(fk, round_up(s["k0"] // 2, fk)), k1=max(fk, round_up(
                 s["k0"] // 2, fk)))
-        elif s["ub_depth"] > 1:
+        elif s["ub_depth"] > 1 and 1 in space.axes["ub_depth"].choices:
             s = s.replace(ub_depth=1)
         else:
             break
@@ -499,7 +538,10 @@ def build_space(wl: Workload, target: Target) -> Space:
                     Constraint(("a_layout", "b_layout", "m1", "n1", "k1"),
                                lambda k: nz_problems(wl, k)),
                     Constraint(("k1", "split_k"), split),
-                    Constraint(("m1", "n1", "split_k", "cores"), core_count)]
+                    Constraint(("m1", "n1", "split_k", "cores"), core_count),
+                    size_constraint(("a_layout", "b_layout", "m1", "n1", "m0_parts",
+                                     "n0_parts", "k0", "k1", "split_k"),
+                                    lambda k: program_work(wl, k))]
     if fusion_axes:
         constraints += [fusion.unfused_tail_constraint(epilogue_axis=True),
                         Constraint(("fuse_tail", "split_k"), split_needs_own_tail)]

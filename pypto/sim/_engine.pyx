@@ -14,10 +14,13 @@ Instructions are read in place from each core's ``INSTR`` array through a packed
 whose field offsets are checked against ``INSTR`` at import. A target's constants and
 tables are converted once (``Tables``); a run allocates nothing but its result arrays.
 
-Two shortcuts give the reference's results with less work (each argued where it is
+Three shortcuts give the reference's results with less work (each argued where it is
 implemented): a core keeps its turn through instructions that touch nothing the cores
-share ("the engine"), and a run whose GM footprint cannot make any L2 set evict keeps
-one bit per line instead of the sets ("L2 without evictions").
+share ("the engine"); a run whose GM footprint cannot make any L2 set evict keeps
+one bit per line instead of the sets ("L2 without evictions"); a larger one keeps a
+stamp per line and the lines of each set ("L2 as a line table"), so that a hit costs a
+load and a store. Only runs whose lines span more than TABLE_LINES keep the sets
+themselves ("L2 and the lines an access touches").
 """
 
 cimport numpy as cnp
@@ -38,6 +41,7 @@ cdef enum:
     NKEYS = NUM_PIPES * NUM_PIPES * 256   # (source pipe, destination pipe, event byte)
     LINE_BATCH = 32                 # L2 accesses queued behind their prefetches
     SEEN_LINES = 1 << 23            # most lines the no-eviction L2 keeps bits for (1 MiB)
+    TABLE_LINES = 1 << 24           # most lines the line-table L2 spans (64 MiB of stamps)
 
 # Instruction kinds (fast.py maps opcodes to these).
 cdef enum:
@@ -55,6 +59,8 @@ cdef enum:
 
 # What the reference engine must agree with (tests/test_constants.py): its L2_WAYS.
 MODEL = {"L2_WAYS": L2_WAYS}
+# For tests: lines further apart than TABLE_LINES are kept by sets, not in the line table.
+LIMITS = {"TABLE_LINES": TABLE_LINES}
 
 # The kinds by name: fast.py maps opcodes to them (``Tables`` takes that map).
 KINDS = {"NOP": K_NOP, "COPY": K_COPY, "MMAD": K_MMAD, "SET": K_SET, "WAIT": K_WAIT,
@@ -83,6 +89,8 @@ cdef double TAG_SPAN = 65535.0                    # a run's L2 tags span < 2**16
 cdef int64_t DIM_LIMIT = 1 << 24
 cdef int64_t STRIDE_LIMIT = 1LL << 32
 cdef int64_t ADDR_LIMIT = 1LL << 44
+cdef double TABLE_TOUCHES = 2147483648.0          # 2**31: line accesses a line-table run may make
+cdef double STAMP_LIMIT = 4294967295.0            # 2**32 - 1: the line table's uint32 stamps
 
 
 from pypto.codegen.instr cimport Instr  # pypto.codegen.isa.INSTR
@@ -150,6 +158,14 @@ cdef struct Sim:
     int64_t seen_base       # the line of bit 0
     int64_t line_lo         # the range of lines prepare() found reachable
     int64_t line_hi
+    double touches          # at most this many line accesses (prepare's bound)
+    # the line-table L2 (see "L2 as a line table"), or stamps NULL
+    uint32_t* stamps        # by line - table_base: its last access, <= stamp_base if absent
+    int64_t table_base
+    uint32_t now            # the last stamp given
+    uint32_t stamp_base     # stamps up to this are of earlier runs: absent
+    uint32_t* resident      # per set, its lines (less table_base), used[set] of them
+    uint8_t* used
     # shared by all cores
     int64_t server_free
     int64_t l2_hit_bytes
@@ -285,12 +301,18 @@ cdef uint64_t NIBBLES_HIGH = 0x8888888888888888ULL
 
 
 cdef class _L2Buffer:
-    """The sets of one L2, 64-byte aligned; ``next_run`` readies it for a run."""
+    """The sets of one L2, 64-byte aligned; ``next_run`` readies it for a run. Also the
+    line table of a run that uses one (``ready_table``)."""
 
     cdef void* raw
     cdef L2Set* sets
     cdef int64_t nsets
     cdef uint32_t gen
+    cdef uint32_t* stamps       # the line table: see "L2 as a line table"
+    cdef int64_t capacity       # lines it has stamps for
+    cdef uint32_t now           # the last stamp given, by any run
+    cdef uint32_t* resident
+    cdef uint8_t* used
 
     def __cinit__(self, int64_t nsets):
         self.raw = calloc(nsets + 1, sizeof(L2Set))     # zero pages cost nothing untouched
@@ -302,6 +324,35 @@ cdef class _L2Buffer:
 
     def __dealloc__(self):
         free(self.raw)
+        free(self.stamps)
+        free(self.resident)
+        free(self.used)
+
+    cdef bint ready_table(self, Sim* s, int64_t lines) noexcept nogil:
+        """Point ``s`` at a line table of ``lines`` lines from ``s.line_lo`` for a run of
+        at most ``s.touches`` line accesses; False if memory is short. Stamps continue
+        from the last run's, so the table needs no clearing (see "L2 as a line table")."""
+        if lines > self.capacity:
+            free(self.stamps)
+            self.stamps = <uint32_t*>calloc(lines, sizeof(uint32_t))  # pages fault in as used
+            self.capacity = lines if self.stamps != NULL else 0
+            self.now = 0
+        if self.resident == NULL:
+            self.resident = <uint32_t*>malloc(self.nsets * L2_WAYS * sizeof(uint32_t))
+        if self.used == NULL:
+            self.used = <uint8_t*>malloc(self.nsets)
+        if self.stamps == NULL or self.resident == NULL or self.used == NULL:
+            return False
+        if <double>self.now + s.touches >= STAMP_LIMIT:    # the stamps would wrap: clear
+            memset(self.stamps, 0, self.capacity * sizeof(uint32_t))
+            self.now = 0
+        memset(self.used, 0, self.nsets)
+        s.stamps = self.stamps
+        s.table_base = s.line_lo
+        s.now = s.stamp_base = self.now
+        s.resident = self.resident
+        s.used = self.used
+        return True
 
     cdef uint32_t next_run(self) noexcept:
         self.gen += 1
@@ -659,6 +710,116 @@ cdef void touch_seen(Sim* s, int64_t base, int64_t rows, int64_t cols, int64_t r
     s.lines = count
 
 
+# -- L2 as a line table -----------------------------------------------------------------
+#
+# When a run's lines can evict (its GM footprint is larger than the L2) but span at most
+# TABLE_LINES, from line 0 up, the L2 is kept by line instead of by set: a ``uint32``
+# stamp per line in [line_lo, line_hi], the stamp of its last access (a counter that
+# grows by one per access), or one no larger than ``stamp_base`` if the line is not in
+# the L2; and per set the lines it holds (``resident``, ``used[set]`` of them). A hit is
+# one load and one store. A miss puts its line in the set's next unused way or, in a
+# full set, in place of the line of smallest stamp, whose stamp is zeroed.
+#
+# The same hits as the reference: a set there holds the lines of its last L2_WAYS
+# distinct tags (empty ways, stamp 0, are taken first, in order; then the smallest
+# stamp), and which way a line occupies changes nothing but which way a line of tag -1
+# would match, and tags here are >= 0. Stamps go on from run to run on one buffer, so
+# a stamp an earlier run left is <= this run's ``stamp_base`` (absent) and the table is
+# never cleared, unless the stamps could wrap within the run (``ready_table``).
+
+cdef void table_miss(Sim* s, int64_t line, int64_t at) noexcept nogil:
+    """Put ``line`` (its stamp at ``at``) in its set, evicting the least recently used."""
+    cdef int64_t set_ = line % s.sets, first = set_ * L2_WAYS, w, victim
+    cdef uint32_t* resident = s.resident + first
+    cdef uint32_t* stamps = s.stamps
+    cdef uint32_t oldest
+    if s.used[set_] < L2_WAYS:
+        resident[s.used[set_]] = <uint32_t>at
+        s.used[set_] += 1
+        return
+    victim = 0
+    oldest = stamps[resident[0]]
+    for w in range(1, L2_WAYS):
+        if stamps[resident[w]] < oldest:
+            oldest = stamps[resident[w]]
+            victim = w
+    stamps[resident[victim]] = 0
+    resident[victim] = <uint32_t>at
+
+
+cdef inline int64_t table_lines(Sim* s, int64_t line, int64_t n, int64_t* now) noexcept nogil:
+    """Access lines ``line .. line + n - 1`` in order; how many hit."""
+    cdef uint32_t* stamps = s.stamps
+    cdef uint32_t old = s.stamp_base, t = <uint32_t>now[0]
+    cdef int64_t j, at = line - s.table_base, hits = 0
+    for j in range(n):
+        t += 1
+        if stamps[at + j] > old:
+            hits += 1
+        else:
+            table_miss(s, line + j, at + j)
+        stamps[at + j] = t
+    now[0] = t
+    return hits
+
+
+cdef void touch_table(Sim* s, int64_t base, int64_t rows, int64_t cols, int64_t rs,
+                      int64_t cs, int64_t isz) noexcept nogil:
+    """``touch_lines`` on the line table: the same lines in the same order."""
+    cdef int64_t outer = rows, inner = 1, width = cols * isz, step = rs * isz, stride = 0
+    cdef int64_t i, j, row, at, line, last, count = 0, hits = 0, now = s.now
+    cdef int64_t line_step, per_row
+    if (cols == 1 or cs == 1) and (rows == 1 or rs == cols):
+        outer, width = 1, rows * cols * isz
+    elif cs == 0:
+        width = 1
+    elif cs != 1:
+        inner, width, stride = cols, 1, cs * isz
+    if inner == 1 and outer > 1 and pymod(step, s.line_bytes) == 0:   # rows whole lines apart
+        line = line_of(s, base)
+        per_row = line_of(s, base + width - 1) - line + 1
+        line_step = floordiv(step, s.line_bytes)
+        for i in range(outer):
+            hits += table_lines(s, line, per_row, &now)
+            line += line_step
+        count = outer * per_row
+    else:
+        row = base
+        for i in range(outer):
+            at = row
+            for j in range(inner):
+                line = line_of(s, at)
+                last = line_of(s, at + width - 1)
+                count += last - line + 1
+                hits += table_lines(s, line, last - line + 1, &now)
+                at += stride
+            row += step
+    s.now = <uint32_t>now
+    s.hits = hits
+    s.lines = count
+
+
+def _l2_table_hits(int64_t line_bytes, int64_t l2_bytes, runs, uint32_t now=0):
+    """For tests: which lines of each run of ``runs`` (lists of lines >= 0, each run from
+    a cold L2) hit on the line table, one buffer for all runs, its stamps from ``now``."""
+    cdef int64_t sets = max(1, l2_bytes // (line_bytes * L2_WAYS)), i, stamp
+    cdef _L2Buffer buffer = _L2Buffer(sets)
+    cdef Sim s
+    buffer.now = now
+    s.sets = sets
+    out = []
+    for lines in runs:
+        s.line_lo = min(lines, default=0)
+        s.touches = len(lines)
+        if not buffer.ready_table(&s, max(lines, default=0) - s.line_lo + 1):
+            raise MemoryError()
+        stamp = s.now
+        out.append([bool(table_lines(&s, line, 1, &stamp)) for line in lines])
+        s.now = <uint32_t>stamp
+        buffer.now = s.now
+    return out
+
+
 # -- costs ----------------------------------------------------------------------------------
 
 cdef inline void copy_shape(const Instr* r, int64_t* rows, int64_t* cols, int64_t* rs,
@@ -747,6 +908,8 @@ cdef inline void copy_cycles(Sim* s, const Instr* r, int64_t start, int64_t* fre
     base = s.bases[gm] + (r.a_addr if src == MEM_GM else r.d_addr) * isz
     if s.seen != NULL:
         touch_seen(s, base, rows, cols, rs, cs, isz)
+    elif s.stamps != NULL:
+        touch_table(s, base, rows, cols, rs, cs, isz)
     else:
         touch_lines(s, base, rows, cols, rs, cs, isz)
     hits, n = s.hits, s.lines
@@ -932,6 +1095,7 @@ cdef double cost_bound(Sim* s, const Instr* r, int kind) noexcept nogil:
         lines = <double>rows * <double>cols * isz + 2.0 * rows + 2.0
         if eff * lines >= EXACT_LIMIT:
             return -1
+        s.touches += <double>runs * (<double>run / s.line_bytes + 2.0)   # line accesses
         dram_max = lines * s.line_bytes     # whole lines, each missed at most once per touch
         if dram_max >= EXACT_LIMIT:
             return -1
@@ -1222,6 +1386,8 @@ def run(list cores, cnp.ndarray bases, Tables target, trace, cnp.ndarray sizes=N
     s.tag_lo, s.tag_hi = 1e300, -1e300
     s.line_lo, s.line_hi = INT64_MAX, INT64_MIN
     s.seen = NULL
+    s.stamps = NULL
+    s.touches = 0
     s.bases = <const int64_t*>cnp.PyArray_DATA(bases) if cnp.PyArray_SIZE(bases) else NULL
     s.nsym = cnp.PyArray_SIZE(bases)
     s.server_free = s.l2_hit_bytes = s.gm_read_bytes = s.gm_write_bytes = 0
@@ -1290,6 +1456,10 @@ def run(list cores, cnp.ndarray bases, Tables target, trace, cnp.ndarray sizes=N
                 s.seen = seen           # no set can evict: see "L2 without evictions"
                 s.seen_base = s.line_lo
                 memset(seen, 0, (((s.line_hi - s.line_lo) >> 6) + 1) * sizeof(uint64_t))
+            elif (err < 0 and 0 <= s.line_lo <= s.line_hi
+                    and s.line_hi - s.line_lo < TABLE_LINES and s.touches < TABLE_TOUCHES
+                    and l2_buffer.ready_table(&s, s.line_hi - s.line_lo + 1)):
+                pass                    # see "L2 as a line table"
             elif err < 0 and s.tag_hi - s.tag_lo >= TAG_SPAN:
                 err = 0                 # its L2 tags span more than a uint16 holds
             s.tag_base = <int64_t>s.tag_lo if s.tag_lo <= s.tag_hi else 0
@@ -1316,10 +1486,10 @@ def run(list cores, cnp.ndarray bases, Tables target, trace, cnp.ndarray sizes=N
                     p = r.pipe
                     k = c * NUM_PIPES + p
                     kind = s.kind[r.op]
-                    # this core's next record is read when it comes round again
-                    PYPTO_PREFETCH_READ(<const char*>(r + 1))
-                    PYPTO_PREFETCH_READ(<const char*>(r + 1) + 64)
-                    PYPTO_PREFETCH_READ(<const char*>(r + 2) - 1)
+                    # a record ahead: a core often keeps its turn (see the engine)
+                    PYPTO_PREFETCH_READ(<const char*>(r + 8))
+                    PYPTO_PREFETCH_READ(<const char*>(r + 8) + 64)
+                    PYPTO_PREFETCH_READ(<const char*>(r + 9) - 1)
                     # issue, waiting for a queue slot
                     issue = last_issue[c] + 1
                     if p != 0 and queued[k] >= qd:
@@ -1447,4 +1617,6 @@ def run(list cores, cnp.ndarray bases, Tables target, trace, cnp.ndarray sizes=N
     finally:
         _give_scratch(scratch)
         if l2_buffer is not None:
+            if s.stamps != NULL:
+                l2_buffer.now = s.now   # the next run's stamps start above this run's
             _give_l2(l2_buffer)
