@@ -6,6 +6,7 @@ one too."""
 
 from __future__ import annotations
 
+import logging
 import os
 
 import pytest
@@ -22,3 +23,16 @@ def _session_database(tmp_path_factory: pytest.TempPathFactory):  # type: ignore
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+@pytest.fixture(autouse=True)
+def _pypto_logger():  # type: ignore[no-untyped-def]
+    """The CLI configures the ``pypto`` logger for its process (a handler on stderr, no
+    propagation); commands run in-process by ``CliRunner`` must not leave that to the
+    tests after them (``caplog`` listens at the root)."""
+    logger = logging.getLogger("pypto")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    yield
+    logger.handlers[:] = saved[0]
+    logger.setLevel(saved[1])
+    logger.propagate = saved[2]
