@@ -33,6 +33,14 @@ from pypto.frontend.ops.linalg import (
     dot,
     matmul,
 )
+from pypto.frontend.ops.math import (
+    clip,
+    erf,
+    power,
+)
+from pypto.frontend.ops.norms import (
+    rms_norm,
+)
 from pypto.frontend.ops.reductions import (
     layernorm,
     max,
@@ -52,6 +60,10 @@ from pypto.frontend.ops.views import (
 )
 
 __all__ = [
+    "clip",
+    "erf",
+    "power",
+    "rms_norm",
     "abs",
     "add",
     "broadcast_to",
