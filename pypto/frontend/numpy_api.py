@@ -47,6 +47,7 @@ _FUNCTIONS = {
     np.sum: _reduce_fn(ops.sum), np.max: _reduce_fn(ops.max), np.amax: _reduce_fn(ops.max),
     np.min: _reduce_fn(ops.min), np.amin: _reduce_fn(ops.min), np.mean: _reduce_fn(ops.mean),
     np.broadcast_to: ops.broadcast_to, np.where: ops.where, np.clip: ops.clip,
+    np.concatenate: ops.concatenate, np.stack: ops.stack, np.split: ops.split, np.pad: ops.pad,
 }
 
 

@@ -38,6 +38,12 @@ from pypto.frontend.ops.math import (
     erf,
     power,
 )
+from pypto.frontend.ops.movement import (
+    concatenate,
+    pad,
+    split,
+    stack,
+)
 from pypto.frontend.ops.norms import (
     rms_norm,
 )
@@ -60,6 +66,10 @@ from pypto.frontend.ops.views import (
 )
 
 __all__ = [
+    "concatenate",
+    "pad",
+    "split",
+    "stack",
     "clip",
     "erf",
     "power",
