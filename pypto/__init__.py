@@ -36,6 +36,7 @@ from pypto.frontend.kernel import Kernel, kernel, spec
 from pypto.frontend.ops import (
     abs,
     add,
+    avg_pool2d,
     broadcast_to,
     cast,
     clip,
@@ -55,6 +56,7 @@ from pypto.frontend.ops import (
     log,
     matmul,
     max,
+    max_pool2d,
     maximum,
     mean,
     min,
@@ -100,4 +102,5 @@ __all__ = [
     "reshape",
     "rsqrt", "sigmoid", "softmax", "spec", "sqrt", "sub", "sum", "tanh", "tensor", "transpose",
     "zeros", "clip", "erf", "power", "rms_norm", "concatenate", "pad", "split", "stack",
+    "avg_pool2d", "max_pool2d",
 ]

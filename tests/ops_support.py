@@ -48,13 +48,15 @@ def check_against_numpy(npu: Any, expected: Any, *, rtol: float, atol: float) ->
 
 
 def run_scheduled(data: st.DataObject, fn: Callable[..., Any], arrays: Sequence[np.ndarray],
-                  expected: Any, *, rtol: float, atol: float, target: str | None = None) -> Any:
+                  expected: Any, *, rtol: float, atol: float, target: str | None = None,
+                  layouts: Sequence[str | None] | None = None) -> Any:
     """``fn`` on the tensors of ``arrays`` on a drawn target (or ``target``): default
     schedules, then random ones; each run race-free, equal to the CPU reference and
     within tolerance of ``expected``. Returns the default run's ``Compiled``."""
     if target is None:
         target = data.draw(st.sampled_from(TARGETS), label="target")
-    tensors = [pypto.tensor(a, dtype=a.dtype.name) for a in arrays]
+    layouts = layouts or [None] * len(arrays)
+    tensors = [pypto.tensor(a, dtype=a.dtype.name, layout=lay) for a, lay in zip(arrays, layouts)]
     npu, cpu, compiled = run_both(fn, *tensors, target=target)
     assert_close(npu, cpu, "")
     check_against_numpy(npu, expected, rtol=rtol, atol=atol)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 import math
 
+import numpy as np
+
 from pypto.codegen.isa import REDUCE, VECTOR, Mem, Op
 from pypto.codegen.program import Program
 from pypto.ir.dtypes import BY_CODE, BY_NAME
@@ -31,18 +33,48 @@ def _bound(target: Target, cube_cycles: float, vector_cycles: float, gm_bytes: f
     return target.launch_overhead_cycles + math.ceil(max(cube_cycles, vector_cycles, memory))
 
 
+#: Loads of one input whose elements number at most this are unioned exactly; past it
+#: the largest load's footprint stands for them (still a lower bound).
+UNION_LIMIT = 1 << 24
+
+
+@functools.lru_cache(maxsize=256)
 def compulsory_bytes(wl: Workload) -> tuple[int, int]:
     """``(input bytes, output bytes)`` that any program of ``wl`` must move: each input
     element read once (a broadcast input counts its own elements, not the broadcast
-    shape's) and each output element written once."""
-    reads = 0
+    shape's; elements that several loads of one input share, as the taps of a pooling
+    window do, count once) and each output element written once."""
+    by_input: dict[int, list] = {}
     for n in wl.nodes:
         if n.op == "load":
-            footprint = math.prod(d for d, s in zip(n.shape, n.attr("strides")) if s != 0)
-            reads += footprint * BY_NAME[n.dtype].itemsize
+            by_input.setdefault(n.attr("input"), []).append(n)
+    reads = 0
+    for loads in by_input.values():
+        reads += _union_elements(loads) * BY_NAME[loads[0].dtype].itemsize
     writes = sum(math.prod(wl.nodes[o].shape) * BY_NAME[wl.nodes[o].dtype].itemsize
                  for o in wl.outputs)
     return reads, writes
+
+
+def _footprint(load) -> int:  # type: ignore[no-untyped-def]
+    return math.prod(d for d, s in zip(load.shape, load.attr("strides")) if s != 0)
+
+
+def _union_elements(loads: list) -> int:
+    """How many distinct input elements ``loads`` (views of one input) read."""
+    sizes = [_footprint(ld) for ld in loads]
+    if len(loads) == 1:
+        return sizes[0]
+    if sum(sizes) > UNION_LIMIT:
+        return max(sizes)
+    index = []
+    for ld in loads:
+        flat = np.asarray(ld.attr("offset"), dtype=np.int64)
+        for d, s in zip(ld.shape, ld.attr("strides")):
+            if s != 0:
+                flat = np.add.outer(flat, np.arange(d, dtype=np.int64) * s)
+        index.append(flat.ravel())
+    return int(np.unique(np.concatenate(index)).size)
 
 
 @functools.lru_cache(maxsize=256)

@@ -47,6 +47,10 @@ from pypto.frontend.ops.movement import (
 from pypto.frontend.ops.norms import (
     rms_norm,
 )
+from pypto.frontend.ops.pooling import (
+    avg_pool2d,
+    max_pool2d,
+)
 from pypto.frontend.ops.reductions import (
     layernorm,
     max,
@@ -66,6 +70,8 @@ from pypto.frontend.ops.views import (
 )
 
 __all__ = [
+    "avg_pool2d",
+    "max_pool2d",
     "concatenate",
     "pad",
     "split",
