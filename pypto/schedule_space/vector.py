@@ -133,15 +133,12 @@ def build_space(wl: Workload, target: Target) -> Space:
     rows = tuple(sorted({1 << i for i in range(chain.rows.bit_length())
                          if 1 << i <= MAX_TILE_ROWS}
                         | ({chain.rows} if chain.rows <= MAX_TILE_ROWS else set())))
-    cols = {chain.cols}
-    if not chain.needs_full_rows or not row_fits(wl, target):
-        cols |= {1 << i for i in range(MIN_CHUNK.bit_length() - 1, chain.cols.bit_length())
-                 if 1 << i < chain.cols}
+    cols = tile_cols_choices(wl, target)
     axes = [
         *fusion.axes(wl, target),
         Axis("inplace", (False, True), "elementwise ops overwrite their operand's buffer"),
         Axis("depth", tuple(range(1, MAX_DEPTH + 1)), "UB slots per value (2: ping-pong)"),
-        Axis("tile_cols", tuple(sorted(cols)), "columns per tile (the row length, or "
+        Axis("tile_cols", cols, "columns per tile (the row length, or "
                                                "chunks of a split row: a reduction used "
                                                "on whole rows then takes several passes)"),
         Axis("tile_rows", rows, "rows per tile"),
@@ -160,17 +157,29 @@ def build_space(wl: Workload, target: Target) -> Space:
     return Space(wl, target, axes, constraints, lambda: default(wl, target))
 
 
+def tile_cols_choices(wl: Workload, target: Target) -> tuple[int, ...]:
+    """The ``tile_cols`` axis of ``wl``'s space: the row length, and power-of-two chunks
+    of it unless the chain uses reductions on whole rows that fit UB."""
+    chain = analyze(wl)
+    cols = {chain.cols}
+    if not chain.needs_full_rows or not row_fits(wl, target):
+        cols |= {1 << i for i in range(MIN_CHUNK.bit_length() - 1, chain.cols.bit_length())
+                 if 1 << i < chain.cols}
+    return tuple(sorted(cols))
+
+
 def _pass_chunks(wl: Workload, target: Target) -> Constraint:
     """With the chain split in two passes, each pass takes the schedule's ``tile_cols``:
     it must be one its own space offers (a pass whose whole rows fit keeps them whole)."""
     from pypto.ir.split import split_workload
-    from pypto.schedule_space.registry import space_for
 
+    # the passes' own tile_cols axes (not their whole spaces: a pass has split points of
+    # its own, and building its space would recurse over every split of every part)
     widths = {}
     for n in fusion.split_points(wl):
         parts = split_workload(wl, n)
-        widths[n] = (set(space_for(parts.head, target).axes["tile_cols"].choices)
-                     & set(space_for(parts.tail, target).axes["tile_cols"].choices))
+        widths[n] = (set(tile_cols_choices(parts.head, target))
+                     & set(tile_cols_choices(parts.tail, target)))
 
     def check(k: Any) -> list[str]:
         n = k["split_at"]
