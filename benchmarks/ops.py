@@ -26,7 +26,9 @@ MAX_UNITS = 512  # random schedules with more tiles are redrawn (program size)
 
 
 def _gelu_erf(x):  # type: ignore[no-untyped-def]
-    return x * 0.5 * (pypto.erf(x * (1 / math.sqrt(2))) + 1.0)
+    # x * (...) last, so every op reads a value of the chain: one vector workload (an
+    # op on x alone, as x * 0.5 first would be, starts a workload of its own)
+    return x * ((pypto.erf(x * (1 / math.sqrt(2))) + 1.0) * 0.5)
 
 
 CASES = {
@@ -45,6 +47,8 @@ CASES = {
         lambda a, b, c, d: pypto.stack([a, b, c, d]), [((1024, 1024), "float16", None)] * 4),
     "reversed rows x[::-1] * 2, 4096x1024": (
         lambda x: x[::-1] * 2.0, [((4096, 1024), "float16", None)]),
+    "reversed columns x[:, ::-1] * 2, 4096x1024": (
+        lambda x: x[:, ::-1] * 2.0, [((4096, 1024), "float16", None)]),
     "erf, 256x4096 fp32": (pypto.erf, [((256, 4096), "float32", None)]),
     "gelu (erf form), 256x4096 fp32": (_gelu_erf, [((256, 4096), "float32", None)]),
     "gelu (tanh instruction), 256x4096 fp32": (pypto.gelu, [((256, 4096), "float32", None)]),
