@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 from pypto.codegen.isa import REDUCE, VECTOR, Mem, Op
 from pypto.codegen.program import Program
@@ -35,14 +36,31 @@ def compulsory_bytes(wl: Workload) -> tuple[int, int]:
     """``(input bytes, output bytes)`` that any program of ``wl`` must move: each input
     element read once (a broadcast input counts its own elements, not the broadcast
     shape's) and each output element written once."""
+    sparse = {n.args[0]: _conv_input_used(wl.nodes[n.args[0]].shape, n)
+              for n in wl.nodes if n.op == "conv2d_nhwc"}
     reads = 0
-    for n in wl.nodes:
+    for i, n in enumerate(wl.nodes):
         if n.op == "load":
             footprint = math.prod(d for d, s in zip(n.shape, n.attr("strides")) if s != 0)
-            reads += footprint * BY_NAME[n.dtype].itemsize
+            reads += min(footprint, sparse.get(i, footprint)) * BY_NAME[n.dtype].itemsize
     writes = sum(math.prod(wl.nodes[o].shape) * BY_NAME[wl.nodes[o].dtype].itemsize
                  for o in wl.outputs)
     return reads, writes
+
+
+def _conv_input_used(shape: tuple[int, ...], conv: Any) -> int:
+    """Elements of a conv's NHWC input that some tap reads: a stride longer than the
+    (dilated) kernel skips whole rows and columns, which no program needs to fetch."""
+    n, h, w, c = shape
+    r, s = conv.attr("kernel")
+
+    def used(size: int, taps: int, stride: int, pad: int, dilation: int, out: int) -> int:
+        return len({o * stride - pad + t * dilation for o in range(out) for t in range(taps)}
+                   & set(range(size)))
+
+    oh, ow = conv.shape[1], conv.shape[2]
+    (sh, sw), (ph, pw), (dh, dw) = conv.attr("stride"), conv.attr("padding"), conv.attr("dilation")
+    return n * used(h, r, sh, ph, dh, oh) * used(w, s, sw, pw, dw, ow) * c
 
 
 @functools.lru_cache(maxsize=256)
