@@ -1,9 +1,18 @@
 """Lowering of vector workloads: row blocks (and column chunks) over the vector cores,
 each tile loaded into UB, computed, stored; ``depth`` slots rotate so loads of the next
-tile overlap compute of this one."""
+tile overlap compute of this one.
+
+The tile loop below is the specification; when the compiled one (``_vector.pyx``) is
+built and selected (``pypto.native``), ``emit`` runs that instead, over a ``Plan``
+(``vector_plan``) made from the same ``ChainEmitter``: byte for byte the same streams.
+"""
 
 from __future__ import annotations
 
+from types import ModuleType
+
+from pypto import native
+from pypto.codegen import vector_plan
 from pypto.codegen.memories import memory_map
 from pypto.codegen.place import Arena
 from pypto.codegen.program import StreamBuilder
@@ -32,6 +41,13 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     # Software pipelining (one-chunk tiles): the loads of tile t + depth - 1 are issued
     # before the compute of tile t, so they never wait behind it in program order.
     ahead = s["depth"] - 1 if all(len(c) == 1 for _, c in tiles) else 0
+    compiled = _compiled_loop()
+    if compiled is not None:
+        plan = vector_plan.plan(emitter, memory_map(target), loaded=bool(ahead))
+        if plan is not None:
+            return _builders(target, compiled.emit(
+                plan, chain.rows, tr, tc, chunked, chunked and not has_reduction, ahead,
+                s["cores"]))
     streams = []
     for core in range(s["cores"]):
         sb = StreamBuilder(target)
@@ -46,3 +62,20 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
                                      loaded=bool(ahead))
         streams.append(sb)
     return streams
+
+
+def _compiled_loop() -> ModuleType | None:
+    """The compiled tile loop (``_vector.pyx``), or ``None`` for this module's own (the
+    specification): ``PYPTO_IMPL=python``, or the extension is not built."""
+    return native.extension("pypto.codegen._vector", stacklevel=3)
+
+
+def _builders(target: Target, arrays: list) -> list[StreamBuilder]:
+    """The compiled loop's ``INSTR`` arrays, one per core, as stream builders."""
+    out = []
+    for array in arrays:
+        sb = StreamBuilder(target)
+        if len(array):
+            sb.extend(array)
+        out.append(sb)
+    return out
