@@ -31,9 +31,20 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     ub = target.role("vector")
     arena = Arena(memory_map(target).roles["vector"], ub.capacity, ub.alignment, ub.name)
     emitter = ChainEmitter(wl, chain, tr, tc, s["depth"], arena, gm_in, gm_out, chunked)
+    has_reduction = any(n.op in REDUCE_OPS for n in wl.nodes)
+    compiled = _compiled_loop()
+    if compiled is not None:
+        # the same tiles as below, counted instead of listed: a tile is one column chunk
+        # (then loads run ahead) or a row block with all its chunks
+        chunk_tiles = chunked and not has_reduction
+        one_chunk = chunk_tiles or not chunked
+        plan = vector_plan.plan(emitter, memory_map(target), loaded=one_chunk and s["depth"] > 1)
+        if plan is not None:
+            return _builders(target, compiled.emit(
+                plan, chain.rows, tr, tc, chunked, chunk_tiles,
+                s["depth"] - 1 if one_chunk else 0, s["cores"]))
     row_blocks = [(r0, min(tr, chain.rows - r0)) for r0 in range(0, chain.rows, tr)]
     chunks = [(c0, min(tc, chain.cols - c0)) for c0 in range(0, chain.cols, tc)]
-    has_reduction = any(n.op in REDUCE_OPS for n in wl.nodes)
     if chunked and not has_reduction:
         tiles = [(rb, [cc]) for rb in row_blocks for cc in chunks]
     else:
@@ -41,13 +52,6 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     # Software pipelining (one-chunk tiles): the loads of tile t + depth - 1 are issued
     # before the compute of tile t, so they never wait behind it in program order.
     ahead = s["depth"] - 1 if all(len(c) == 1 for _, c in tiles) else 0
-    compiled = _compiled_loop()
-    if compiled is not None:
-        plan = vector_plan.plan(emitter, memory_map(target), loaded=bool(ahead))
-        if plan is not None:
-            return _builders(target, compiled.emit(
-                plan, chain.rows, tr, tc, chunked, chunked and not has_reduction, ahead,
-                s["cores"]))
     streams = []
     for core in range(s["cores"]):
         sb = StreamBuilder(target)
