@@ -79,6 +79,14 @@ cdef struct Records:
     Py_ssize_t n, cap
 
 
+# The records of the stream being written, kept from one call to the next: a tuner lowers
+# program after program, and fresh memory costs a page fault per 4 KiB on first touch.
+# A call that finds it in use (another thread's lowering) writes into its own.
+cdef Records scratch
+scratch.data, scratch.n, scratch.cap = NULL, 0, 0
+cdef bint scratch_busy = False
+
+
 cdef struct Ctx:             # the plan's arrays and scalars, read in the loop
     const int64_t* nodes
     const double* imm
@@ -90,7 +98,7 @@ cdef struct Ctx:             # the plan's arrays and scalars, read in the loop
     int64_t align, cols
     bint chunked
     int64_t* offs             # scratch: GM offsets of a tile's rows
-    Records out
+    Records* out
 
 
 cdef Instr* record(Records* out, uint8_t op, uint8_t pipe, uint8_t dcode, uint8_t scode,
@@ -195,7 +203,7 @@ cdef int load(Ctx* c, int64_t i, const Tile* t, int64_t slot) except -1 nogil:
 
 cdef int emit_run(Ctx* c, const int64_t* n, const Region* dst, int64_t isz, int64_t first,
                   int64_t count, int64_t gm_addr, int64_t delta) except -1 nogil:
-    cdef Instr* r = record(&c.out, OP_COPY, c.load_pipe, n[K_DCODE], n[K_DCODE], n[K_IN_SYM])
+    cdef Instr* r = record(c.out, OP_COPY, c.load_pipe, n[K_DCODE], n[K_DCODE], n[K_IN_SYM])
     cdef Region* d = <Region*>&r.d_mem
     d.mem, d.addr, d.rows, d.cols, d.rs, d.cs = (dst.mem, dst.addr + first * dst.rs * isz,
                                                   count, dst.cols, dst.rs, 1)
@@ -206,7 +214,7 @@ cdef int emit_run(Ctx* c, const int64_t* n, const Region* dst, int64_t isz, int6
 cdef int store(Ctx* c, int64_t i, const Tile* t, int64_t slot) except -1 nogil:
     """``ChainEmitter.store``."""
     cdef const int64_t* n = node(c, i)
-    cdef Instr* r = record(&c.out, OP_COPY, c.store_pipe, n[K_DCODE], n[K_DCODE], n[K_OUT_SYM])
+    cdef Instr* r = record(c.out, OP_COPY, c.store_pipe, n[K_DCODE], n[K_DCODE], n[K_OUT_SYM])
     operand(<Region*>&r.a_mem, c, i, t, slot)
     if n[K_ROW]:
         gm_region(<Region*>&r.d_mem, t.r0, t.rows, 1, 1, 1)
@@ -216,7 +224,7 @@ cdef int store(Ctx* c, int64_t i, const Tile* t, int64_t slot) except -1 nogil:
 
 
 cdef Instr* vop(Ctx* c, int64_t op, int64_t dcode, int64_t scode) except NULL nogil:
-    return record(&c.out, <uint8_t>op, c.pipes[op], <uint8_t>dcode, <uint8_t>scode, -1)
+    return record(c.out, <uint8_t>op, c.pipes[op], <uint8_t>dcode, <uint8_t>scode, -1)
 
 
 cdef inline void arg(Region* o, const Ctx* c, const int64_t* n, int k, const Tile* t,
@@ -330,6 +338,7 @@ def emit(object plan, int64_t rows, int64_t tile_rows, int64_t tile_cols, bint c
     ``chunk_tiles``: each column chunk of a row block is a tile of its own (a chain
     without reductions split into chunks); ``ahead``: loads issued that many tiles ahead
     (0: with the tile)."""
+    global scratch_busy
     cdef Ctx c
     cdef const int64_t[:, ::1] nodes = plan.nodes
     cdef const double[::1] imm = plan.imm
@@ -347,8 +356,12 @@ def emit(object plan, int64_t rows, int64_t tile_rows, int64_t tile_cols, bint c
     c.nrow_dims, c.row_dims, c.pipes = row_dims.shape[0], &row_dims[0], &pipes[0]
     c.mem, c.load_pipe, c.store_pipe = plan.mem, plan.load_pipe, plan.store_pipe
     c.align, c.cols, c.chunked = plan.align, plan.cols, chunked
+    cdef Records own
+    cdef bint shared = not scratch_busy
+    own.data, own.n, own.cap = NULL, 0, 0
+    c.out = &scratch if shared else &own
+    scratch_busy = scratch_busy or shared
     c.offs = <int64_t*>malloc(sizeof(int64_t) * (tile_rows + 1))
-    c.out.data, c.out.n, c.out.cap = NULL, 0, 0
     streams = []
     try:
         if c.offs == NULL:
@@ -372,10 +385,13 @@ def emit(object plan, int64_t rows, int64_t tile_rows, int64_t tile_cols, bint c
                 slot = emit_tile(&c, passes, blk * tile_rows,
                                  min(tile_rows, rows - blk * tile_rows), lo, hi, tile_cols,
                                  slot, t)
-            streams.append(take(&c.out))
+            streams.append(take(c.out))
     finally:
         free(c.offs)
-        free(c.out.data)
+        free(own.data)
+        c.out.n = 0
+        if shared:
+            scratch_busy = False
     return streams
 
 

@@ -84,15 +84,16 @@ def plan(em: ChainEmitter, memories: MemoryMap, loaded: bool) -> Plan | None:
     ahead by ``emit_loads``), or ``None`` when a node's op is not in the tables."""
     wl, chain = em.wl, em.chain
     space = chain.space
-    nodes = np.zeros((len(wl.nodes), NODE_FIELDS), dtype=np.int64)
-    nodes[:, [K_ARG0, K_ARG1, K_ARG2, K_IN_SYM, K_OUT_SYM]] = -1
-    imm = np.zeros(len(wl.nodes), dtype=np.float64)
+    imm = [0.0] * len(wl.nodes)
+    rows: list[list[int]] = []
     row_strides = np.zeros((len(wl.nodes), max(len(space) - 1, 1)), dtype=np.int64)
     for i, n in enumerate(wl.nodes):
+        row = [0] * NODE_FIELDS
+        row[K_ARG0] = row[K_ARG1] = row[K_ARG2] = row[K_IN_SYM] = row[K_OUT_SYM] = -1
+        rows.append(row)
         if i not in em.values:
             continue
         v, dt = em.values[i], em.dtype(i)
-        row = nodes[i]
         kind = _kind(n.op)
         if kind is None:
             return None
@@ -126,15 +127,29 @@ def plan(em: ChainEmitter, memories: MemoryMap, loaded: bool) -> Plan | None:
                          SCALAR: SCALAR_OPS}[kind][n.op]
             if kind == SCALAR:
                 imm[i] = float(n.attr("value"))
-    pipes = np.zeros(256, dtype=np.uint8)
-    for op in VECTOR:
-        pipes[int(op)] = pipe_of(op, em.mem, em.mem, memories)
+    nodes = np.array(rows, dtype=np.int64).reshape(len(wl.nodes), NODE_FIELDS)
     loads = np.array([i for i in range(len(wl.nodes))
                       if i in em.values and wl.nodes[i].op == "load"], dtype=np.int64)
     passes = _passes(em) if em.chunked and chain.needs_full_rows else (_tile_steps(em, loaded),)
-    return Plan(nodes, imm, row_strides, np.array(space[:-1] or (1,), dtype=np.int64),
-                passes, loads, pipes, int(em.mem), em.align, chain.cols,
+    return Plan(nodes, np.array(imm, dtype=np.float64), row_strides,
+                np.array(space[:-1] or (1,), dtype=np.int64), passes, loads,
+                _pipes(memories, em.mem), int(em.mem), em.align, chain.cols,
                 int(memories.copy_pipe(Mem.GM, em.mem)), int(memories.copy_pipe(em.mem, Mem.GM)))
+
+
+_PIPES: dict[tuple[bytes, int], np.ndarray] = {}
+
+
+def _pipes(memories: MemoryMap, mem: Mem) -> np.ndarray:
+    """The pipe of each vector opcode on operands in ``mem`` (``StreamBuilder.emit``'s),
+    by opcode (kept per memory map: a plan is made per lowering)."""
+    key = (memories.copy_table, int(mem))
+    if key not in _PIPES:
+        pipes = np.zeros(256, dtype=np.uint8)
+        for op in VECTOR:
+            pipes[int(op)] = pipe_of(op, mem, mem, memories)
+        _PIPES[key] = pipes
+    return _PIPES[key]
 
 
 def _kind(op: str) -> int | None:
@@ -149,7 +164,7 @@ def _kind(op: str) -> int | None:
     return None
 
 
-def _put_slots(row: np.ndarray, at: int, s: Slots) -> None:
+def _put_slots(row: list[int], at: int, s: Slots) -> None:
     row[at], row[at + 1], row[at + 2] = s.base, s.size, s.count
 
 
