@@ -6,8 +6,9 @@ that must give exactly the same results: the timing engine (``sim/_engine.pyx`` 
 ``sim/check.py``), the instruction statistics (``sim/_stats.pyx`` and ``sim/stats.py``),
 the stream builder and the synchronization pass (``codegen/_sync.pyx`` and
 ``codegen/program.py``, ``codegen/sync.py``), the matmul K loop
-(``codegen/_matmul.pyx`` and ``codegen/matmul.py``) and the vector tile loop
-(``codegen/_vector.pyx`` and ``codegen/vector.py``). The environment variable
+(``codegen/_matmul.pyx`` and ``codegen/matmul.py``), the vector tile loop
+(``codegen/_vector.pyx`` and ``codegen/vector.py``) and the scans before a simulation
+(``sim/_scan.pyx`` and ``sim/check.py``, ``sim/scalar.py``). The environment variable
 ``PYPTO_IMPL`` selects for all of them at once:
 
 * ``compiled`` (the default): the compiled extensions; an extension that is not built

@@ -17,7 +17,7 @@ from pypto.codegen.program import StreamBuilder, emit_reference
 from pypto.sim import stats, timing
 
 EXTENSIONS = ("pypto.sim._engine", "pypto.sim._stats", "pypto.codegen._sync",
-              "pypto.codegen._matmul", "pypto.codegen._vector")
+              "pypto.codegen._matmul", "pypto.codegen._vector", "pypto.sim._scan")
 
 
 def selected() -> dict[str, bool]:
@@ -30,6 +30,7 @@ def selected() -> dict[str, bool]:
         "stream builder": StreamBuilder().emit.__func__ is not emit_reference,
         "matmul K loop": matmul._compiled_loop() is not None,
         "vector tile loop": vector._compiled_loop() is not None,
+        "simulation scans": native.extension("pypto.sim._scan") is not None,
     }
 
 
