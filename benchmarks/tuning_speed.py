@@ -14,10 +14,10 @@ Targets: gemm (issue 6): overhead outside lower + simulate <= 30% of wall, 500 t
 < 60 s; softmax (issue 16 item 8): >= 20 trials/s.
 
 Prints a table and writes JSON to benchmarks/results/tuning_speed.json: the gemm case's
-fields at the top level, the softmax case's under ``"softmax"`` (running one case keeps
-what the file holds of the other).
+fields at the top level, the softmax case's under ``"softmax"`` (or ``--key``; running
+one case keeps what the file holds of the other).
 Run: python benchmarks/tuning_speed.py [--case gemm|softmax] [--trials N] [--runs N]
-     [--strategy S] [--seed S] [--size N]
+     [--strategy S] [--seed S] [--size N] [--key K]
 """
 
 from __future__ import annotations
@@ -163,6 +163,9 @@ def main() -> None:
     ap.add_argument("--strategy", default="tpe")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--size", type=int, default=None, help="default: 1024 gemm, 4096 softmax")
+    ap.add_argument("--key", default="softmax",
+                    help="the softmax case's key in the JSON (e.g. to keep a run of other code "
+                         "beside it)")
     args = ap.parse_args()
     args.trials = args.trials or CASES[args.case][0]
     n = args.size or CASES[args.case][1]
@@ -200,7 +203,7 @@ def main() -> None:
         out = {**record, "gemm": [n, n, n],
                **({"softmax": saved["softmax"]} if "softmax" in saved else {})}
     else:
-        out = {**saved, "softmax": {**record, "shape": [n, n], "dtype": "float32"}}
+        out = {**saved, args.key: {**record, "shape": [n, n], "dtype": "float32"}}
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(out, indent=2) + "\n")
     print(f"wrote {OUT}")
