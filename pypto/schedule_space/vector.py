@@ -109,9 +109,13 @@ def memory_uses(wl: Workload, target: Target) -> list[RoleUse]:
     chains = {(n, inplace): [analyze(p, inplace=inplace) for p in ps]
               for n, ps in parts.items() for inplace in (False, True)}
 
+    known: dict[tuple, int] = {}  # the tuner's neighbour walks ask for the same points often
+
     def nbytes(k: Any) -> int:
-        return max(footprint(c, k["tile_rows"], k["tile_cols"], k["depth"], align)
-                   for c in chains[k.get("split_at", 0), k["inplace"]])
+        point = (k.get("split_at", 0), k["inplace"], k["tile_rows"], k["tile_cols"], k["depth"])
+        if point not in known:
+            known[point] = max(footprint(c, *point[2:], align) for c in chains[point[:2]])
+        return known[point]
 
     def what(k: Any) -> str:
         split = f" (the larger pass of split_at={k['split_at']})" if k.get("split_at") else ""

@@ -127,8 +127,13 @@ def _passes_compiled_check(program: Program, capacity: np.ndarray, alignment: np
 
 def check_gm_dtypes(program: Program, target: Target) -> None:
     """Every GM operand's element type is its tensor's: GM bounds count elements, so a
-    ``COPY.F32`` of an ``int8`` tensor would move four times the tensor's bytes."""
+    ``COPY.F32`` of an ``int8`` tensor would move four times the tensor's bytes. A
+    program ``_scan.pyx`` clears (when built and selected) is not scanned again."""
     codes = np.array([s.dtype.code for s in program.symbols] or [-1], dtype=np.int64)
+    scan = native.extension("pypto.sim._scan", stacklevel=2)
+    if scan is not None and scan.gm_dtypes_match(
+            [np.ascontiguousarray(c) for c in program.cores], codes):
+        return
     for core, stream in enumerate(program.cores):
         if not len(stream):
             continue
