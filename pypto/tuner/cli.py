@@ -57,6 +57,7 @@ def run_tune(file: Path, *, kernels: list[str] | None, target: str | None, trial
     from rich.table import Table
 
     from pypto.db.location import display_url
+    from pypto.frontend.capture import time_limit
     from pypto.report.console import console
     from pypto.tuner.shapes import parse_shapes, with_shapes
     from pypto.tuner.strategies import get_strategy
@@ -74,8 +75,8 @@ def run_tune(file: Path, *, kernels: list[str] | None, target: str | None, trial
     out, err = console(), console(stderr=True)
     previous = os.environ.get("PYPTO_DB")
     os.environ["PYPTO_DB"] = url
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):   # the script's own prints
+    try:   # the script's own prints hidden; it runs under --timeout too
+        with contextlib.redirect_stdout(io.StringIO()), time_limit(timeout, file):
             tasks = extract_tasks(with_shapes(capture(file, kernels, target), shape_options))
     finally:
         if previous is None:
