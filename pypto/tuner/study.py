@@ -31,7 +31,6 @@ claims in the schedule database (``pypto.tuner.liveness``).
 from __future__ import annotations
 
 import copy
-import functools
 import time
 import warnings
 from collections.abc import Iterable
@@ -293,48 +292,38 @@ def _journal_file(path: Path) -> Any:
     return JournalFile(str(path))
 
 
-@functools.cache
-def _flock_class() -> type:
-    from optuna.storages.journal import BaseJournalFileLock
+class JournalFlock:
+    """The journal's lock (what Optuna's ``JournalFileBackend`` calls ``acquire`` and
+    ``release`` on): an exclusive ``flock`` on ``<journal>.flock``, opened anew by each
+    ``acquire`` so that threads of one process exclude each other too.
 
-    class Flock(BaseJournalFileLock):
-        """An exclusive ``flock`` on ``<journal>.flock``, opened anew by each ``acquire``
-        (so that threads of one process exclude each other too).
+    Optuna's ``JournalFileSymlinkLock`` is a symbolic link that a process killed while
+    appending leaves behind, and the next writer waits out its 30-second grace period
+    before breaking it; the kernel frees a ``flock`` the moment its holder dies."""
 
-        Optuna's ``JournalFileSymlinkLock`` is a symbolic link that a process killed while
-        appending leaves behind, and the next writer waits out its 30-second grace period
-        before breaking it; the kernel frees a ``flock`` the moment its holder dies."""
+    def __init__(self, journal: str) -> None:
+        self.path = journal + ".flock"
+        self.fds: list[int] = []
 
-        def __init__(self, journal: str) -> None:
-            self.path = journal + ".flock"
-            self.fds: list[int] = []
+    def acquire(self) -> bool:
+        import fcntl
+        import os
 
-        def acquire(self) -> bool:
-            import fcntl
-            import os
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fds.append(fd)     # after the lock: only its holder touches the list
+        return True
 
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            except BaseException:
-                os.close(fd)
-                raise
-            self.fds.append(fd)
-            return True
+    def release(self) -> None:
+        import fcntl
+        import os
 
-        def release(self) -> None:
-            import fcntl
-            import os
-
-            fd = self.fds.pop()
-            try:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            finally:
-                os.close(fd)
-
-    return Flock
-
-
-def JournalFlock(journal: str) -> Any:  # noqa: N802 - a class, built when Optuna is loaded
-    """The journal lock of ``journal`` (see ``_flock_class``)."""
-    return _flock_class()(journal)
+        fd = self.fds.pop()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
