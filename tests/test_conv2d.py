@@ -259,13 +259,14 @@ def test_row_block_fixes_m1():
     assert any("row_block=2" in p for p in validate(wl, bad, target))
 
 
-def test_grouped_conv_is_a_clear_error_on_the_npu_and_runs_on_the_cpu():
+def test_grouped_conv_runs_on_the_npu_as_on_the_cpu():
+    """(Grouped and depthwise convs in depth: tests/test_conv_grouped.py.)"""
     x, w = pypto.rand((1, 4, 6, 6), F32, seed=1), pypto.rand((4, 1, 3, 3), F32, seed=2)
-    with pytest.raises(pypto.UnsupportedError, match="groups=4.*device_type='cpu'"):
-        pypto.conv2d(x, w, groups=4)
+    y = pypto.conv2d(x, w, groups=4)
     with pypto.Context(device_type="cpu"):
-        y = pypto.conv2d(x, w, groups=4)
-    assert y.shape == (1, 4, 4, 4)
+        ref = pypto.conv2d(x, w, groups=4)
+    assert y.shape == ref.shape == (1, 4, 4, 4)
+    assert_close(y, ref, "")
 
 
 # -- targets and timing -----------------------------------------------------------------------

@@ -178,7 +178,7 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     buffers = cube_buffers(target, s, in_dt.itemsize, acc_dt.itemsize, m1, n1, wl,
                            epilogue_chain(wl), gm_in, gm_out)
     pixels = block_pixels(sh, s)
-    blocks = block_order(1, math.ceil(sh.m / pixels), math.ceil(sh.k / n1),
+    blocks = block_order(sh.groups, math.ceil(sh.m / pixels), math.ceil(sh.k / n1),
                          s["block_order"], 1)
     zero = wl.nodes[conv.args[2]] if len(conv.args) > 2 else None
     ctx = _Ctx(wl=wl, in_dt=in_dt, acc_dt=acc_dt, out_dt=BY_NAME[conv.dtype],
@@ -188,7 +188,7 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
                emitter=buffers.emitter, gm_in=gm_in, gm_out=gm_out, sh=sh, ci=ci,
                pixels=pixels, zero_sym=gm_in[zero.attr("input")] if zero is not None else -1,
                filter_rows=s["im2col"] == "filter_row")
-    # work units (batch, m block, n block, K from, K to): the whole reduction per block
+    # work units (group, m block, n block, K from, K to): the whole reduction per block
     units = np.array([(*blk, 0, sh.red) for blk in blocks], dtype=np.int64).reshape(-1, 5)
     streams = []
     for core in range(s["cores"]):
@@ -220,7 +220,8 @@ class _Ctx(CubeLoop):
         mcur, ncur = self.extents(c)
         a_addr, b_addr = self.a_l1.addr(c.index), self.b_l1.addr(c.index)
         x_sym, x_cs = self.gm_in[x.attr("input")], x.attr("strides")[3]
-        for cp in im2col_copies(self.sh, x.attr("offset"), x.attr("strides"), c.m_at, mcur,
+        x_at = x.attr("offset") + c.batch * self.sh.c * x_cs   # the group's first channel
+        for cp in im2col_copies(self.sh, x_at, x.attr("strides"), c.m_at, mcur,
                                 c.k_at, c.kcur, self.filter_rows):
             addr = a_addr + (cp.row * self.k1 + cp.col) * self.isz
             if cp.src is not None:
@@ -234,17 +235,20 @@ class _Ctx(CubeLoop):
                 src = Operand(Mem.GM, 0, cp.rows, cp.cols, 0, 0, gm=self.zero_sym)
             sb.emit(Op.COPY, dst, src, dtype=self.in_dt)
         b_rs, b_cs = w.attr("strides")
+        n_at = c.batch * self.sh.k + c.n_at                    # the group's columns
         dst = Operand(self.b_l1.mem, b_addr, c.kcur, ncur, self.n1)
-        src = Operand(Mem.GM, w.attr("offset") + c.k_at * b_rs + c.n_at * b_cs, c.kcur, ncur,
+        src = Operand(Mem.GM, w.attr("offset") + c.k_at * b_rs + n_at * b_cs, c.kcur, ncur,
                       b_rs, b_cs, gm=self.gm_in[w.attr("input")])
         sb.emit(Op.COPY, dst, src, dtype=self.in_dt)
 
     def drain(self, sb: StreamBuilder, c: Chunk, c_op: Operand) -> None:
-        """L0C -> GM (the NHWC output is the GEMM's [M, K]), or -> UB and the epilogue."""
+        """L0C -> GM (the NHWC output is the GEMM's [M, K]; a group's, its columns), or
+        -> UB and the epilogue."""
         mcur, ncur = self.extents(c)
+        n_at, width = c.batch * self.sh.k + c.n_at, self.sh.k_total
         if self.emitter is None:
-            out = Operand(Mem.GM, c.m_at * self.sh.k + c.n_at, mcur, ncur, self.sh.k, 1,
+            out = Operand(Mem.GM, c.m_at * width + n_at, mcur, ncur, width, 1,
                           gm=self.gm_out[self.ci])
             sb.emit(Op.COPY, out, c_op, dtype=self.out_dt, sdtype=self.acc_dt)
             return
-        self.drain_to_epilogue(sb, self.ci, Tile(c.m_at, mcur, c.n_at, ncur), c.blk, c_op)
+        self.drain_to_epilogue(sb, self.ci, Tile(c.m_at, mcur, n_at, ncur), c.blk, c_op)

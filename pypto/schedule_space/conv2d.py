@@ -62,7 +62,11 @@ MAX_M1 = 512  # pixels per block, as matmul's m1
 
 @dataclass(frozen=True)
 class ConvShape:
-    """A conv2d workload's geometry: NHWC input, ``[R*S*C, K]`` weights, NHWC output."""
+    """A conv2d workload's geometry: NHWC input, ``[R*S*C, K]`` weights, NHWC output.
+
+    A grouped conv (``groups`` > 1) is ``groups`` implicit GEMMs, one per group: ``c``
+    and ``k`` are the channels of one group (the input's are ``c_total``), and the
+    weights ``[R*S*c, K]`` hold group ``g``'s GEMM in columns ``g*k ..``."""
 
     n: int
     h: int
@@ -78,6 +82,17 @@ class ConvShape:
     dilation: tuple[int, int]
     dtype: str          # operand dtype
     epilogue: bool      # elementwise ops after the conv (computed on UB)
+    groups: int = 1     # grouped conv: ``c`` and ``k`` are then per group
+
+    @property
+    def c_total(self) -> int:
+        """Input channels (all groups): the input's C."""
+        return self.c * self.groups
+
+    @property
+    def k_total(self) -> int:
+        """Output channels (all groups): the output's K."""
+        return self.k * self.groups
 
     @property
     def m(self) -> int:
@@ -100,10 +115,11 @@ def shape_of(wl: Workload) -> ConvShape:
     n, h, wd, c = x.shape
     r, s = node.attr("kernel")
     _, oh, ow, k = node.shape
+    groups = node.attr("groups", 1)
     epilogue = any(n.op not in ("load", "conv2d_nhwc") for n in wl.nodes)
-    return ConvShape(n, h, wd, c, k, r, s, oh, ow, tuple(node.attr("stride")),
-                     tuple(node.attr("padding")), tuple(node.attr("dilation")), w.dtype,
-                     epilogue)
+    return ConvShape(n, h, wd, c // groups, k // groups, r, s, oh, ow,
+                     tuple(node.attr("stride")), tuple(node.attr("padding")),
+                     tuple(node.attr("dilation")), w.dtype, epilogue, groups)
 
 
 def epilogue_chain(wl: Workload) -> Chain | None:
@@ -120,11 +136,11 @@ def epilogue_chain(wl: Workload) -> Chain | None:
 
 def filter_row_copies_possible(wl: Workload) -> bool:
     """Whether the taps of a filter row read one contiguous run of the input: dilation_w
-    1, more than one tap per row, and the input's ``(w, c)`` contiguous."""
+    1, more than one tap per row, the input's ``(w, c)`` contiguous and one group."""
     sh = shape_of(wl)
     x = wl.nodes[wl.nodes[conv_index(wl)].args[0]]
     _, _, s_w, s_c = x.attr("strides")
-    return sh.dilation[1] == 1 and sh.s > 1 and s_c == 1 and s_w == sh.c
+    return sh.dilation[1] == 1 and sh.s > 1 and s_c == 1 and s_w == sh.c and sh.groups == 1
 
 
 def block_pixels(sh: ConvShape, s: Schedule | dict[str, Any]) -> int:
@@ -133,8 +149,9 @@ def block_pixels(sh: ConvShape, s: Schedule | dict[str, Any]) -> int:
 
 
 def num_blocks(wl: Workload, s: Schedule | dict[str, Any]) -> int:
+    """Output blocks (of every group)."""
     sh = shape_of(wl)
-    return math.ceil(sh.m / block_pixels(sh, s)) * math.ceil(sh.k / s["n1"])
+    return sh.groups * math.ceil(sh.m / block_pixels(sh, s)) * math.ceil(sh.k / s["n1"])
 
 
 def program_work(wl: Workload, s: Schedule | dict[str, Any]) -> CubeWork:
@@ -194,7 +211,7 @@ def row_blocks(sh: ConvShape, fm: int) -> tuple[int, ...]:
 def _block_cost(sh: ConvShape, pixels: int, m1: int, n1: int, cube_cores: int) -> int:
     """Waves of blocks over the cores x (block rows + 64): a block costs about its
     rows, plus fixed costs worth 64 rows (fitted to simulated ResNet-50 layers)."""
-    blocks = math.ceil(sh.m / pixels) * math.ceil(sh.k / n1)
+    blocks = sh.groups * math.ceil(sh.m / pixels) * math.ceil(sh.k / n1)
     cores = core_choice(min(cube_cores, blocks), cube_cores)
     return math.ceil(blocks / cores) * (m1 + 64)
 
@@ -226,8 +243,9 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
     chain = epilogue_chain(wl)
     tail_ops = [n.op for n in wl.nodes if n.op not in ("load", "conv2d_nhwc")]
     problem = cube_cost.CubeProblem(
-        batch=1, m=sh.m, n=sh.k, k=sh.red, dtype=sh.dtype, out_dtype=sh.dtype,
-        a_bytes=sh.n * sh.h * sh.w * sh.c * r.isz, b_bytes=sh.red * sh.k * r.isz,
+        batch=sh.groups, m=sh.m, n=sh.k, k=sh.red, dtype=sh.dtype, out_dtype=sh.dtype,
+        a_bytes=sh.n * sh.h * sh.w * sh.c_total * r.isz,
+        b_bytes=sh.red * sh.k_total * r.isz,
         epilogue_cycles=0.0 if chain is None else
         cube_cost.epilogue_cycles(target, tail_ops, sh.dtype))
     im2col = "filter_row" if sh.stride[1] > 1 and filter_row_copies_possible(wl) else "tap"
@@ -244,7 +262,7 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
     def tiles(rb: int, m1: int, pixels: int, n1: int, k0: int, k1: int, cores: int,
               depths: tuple[int, int, int]) -> cube_cost.Tiles:
         a_rows, a_run = _a_runs(sh, im2col, rb, pixels, k1)
-        b_rows, b_run = (1, k1 * n1) if n1 >= sh.k else (k1, n1)
+        b_rows, b_run = (1, k1 * n1) if n1 >= sh.k_total else (k1, n1)
         return cube_cost.Tiles(m1, n1, k0, k1, *depths, 1, cores, a_rows, a_run, b_rows,
                                b_run, m_block=pixels)
 
@@ -263,7 +281,7 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
     candidates = []
     for rb, m1, pixels in blocks_m:
         for n1 in (c for c in axes["n1"].choices if c <= cube_cost.MAX_BLOCK):
-            blocks = math.ceil(sh.m / pixels) * math.ceil(sh.k / n1)
+            blocks = sh.groups * math.ceil(sh.m / pixels) * math.ceil(sh.k / n1)
             cores = core_choice(min(target.cube_cores, blocks), target.cube_cores)
             for k0, k1 in ks:
                 tile = (rb, m1, pixels, n1, k0, k1, cores)
@@ -292,7 +310,7 @@ def _a_runs(sh: ConvShape, im2col: str, row_block: int, pixels: int,
     if im2col == "filter_row":
         return pixels * pieces(sh.red, k1, sh.s * sh.c), min(k1, sh.s * sh.c)
     taps = pieces(sh.red, k1, sh.c)
-    if sh.stride[1] == 1 and k1 >= sh.c:
+    if sh.stride[1] == 1 and k1 >= sh.c and sh.groups == 1:
         rows = row_block or math.ceil(pixels / sh.ow) + 1
         return rows * taps, min(pixels, sh.ow) * sh.c
     return pixels * taps, min(k1, sh.c)
@@ -398,7 +416,7 @@ def build_space(wl: Workload, target: Target) -> Space:
         return _row_block_check(sh, k["row_block"], k["m1"], fm)
 
     def core_count(k: dict[str, Any]) -> list[str]:
-        blocks = math.ceil(sh.m / block_pixels(sh, k)) * math.ceil(sh.k / k["n1"])
+        blocks = num_blocks(wl, k)
         return [] if k["cores"] <= blocks else [
             f"cores={k['cores']} exceeds the {blocks} output blocks of m1={k['m1']} "
             f"(row_block={k['row_block']}) x n1={k['n1']}"]

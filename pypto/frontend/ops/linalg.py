@@ -95,8 +95,9 @@ def conv2d(x: Any, weight: Any, stride: Any = 1, padding: Any = 0, dilation: Any
     GEMM's ``[N*OH*OW, K]``. Other layouts are views of these (transposes, reshapes);
     the partitioner turns those that are not plain strided reads into copy workloads,
     which is the automatic layout conversion (its time counts). Padding reads a
-    one-element zero constant. Grouped and depthwise convolutions keep the NCHW
-    ``conv2d`` op, which runs on the CPU reference only.
+    one-element zero constant. A grouped (or depthwise) convolution is one GEMM per
+    group: the weights ``[R*S*C/groups, K]`` hold group ``g``'s in columns
+    ``g*K/groups ..``, and its reduction reads input channels ``g*C/groups ..``.
 
     Example:
         >>> import pypto
@@ -134,26 +135,17 @@ def conv2d(x: Any, weight: Any, stride: Any = 1, padding: Any = 0, dilation: Any
     kcrs_shape = (w.shape[0], w.shape[3], w.shape[1], w.shape[2]) if krsc else w.shape
     shape = infer.conv2d((n, c, h, wd), kcrs_shape, s, p, d, int(groups))
     out_dt = _MATMUL_OUT[dt.name]
-    k, _, kr, ks = kcrs_shape
-    if groups != 1:
-        xin = transpose(x_nhwc, (0, 3, 1, 2))
-        wk = cast(transpose(w, (0, 3, 1, 2)) if krsc else w, dt)
-        y = _record("conv2d", [xin, wk], {"stride": s, "padding": p, "dilation": d,
-                                          "groups": int(groups)}, shape, out_dt, "NCHW")
-        if layout == "NCHW":
-            return y
-        y = _record("transpose", [y], {"axes": (0, 2, 3, 1)},
-                    (n, shape[2], shape[3], k), out_dt, "NHWC")
-    else:
-        w_rsck = cast(transpose(w, (1, 2, 3, 0) if krsc else (2, 3, 1, 0)), dt)
-        operands = [x_nhwc, reshape(w_rsck, (kr * ks * c, k))]
-        if p != (0, 0):
-            from pypto.frontend.tensor import tensor
+    k, cg, kr, ks = kcrs_shape
+    w_rsck = cast(transpose(w, (1, 2, 3, 0) if krsc else (2, 3, 1, 0)), dt)
+    operands = [x_nhwc, reshape(w_rsck, (kr * ks * cg, k))]
+    if p != (0, 0):
+        from pypto.frontend.tensor import tensor
 
-            operands.append(tensor(np.zeros(1), dtype=dt))  # what padded taps read
-        y = _record("conv2d_nhwc", operands, {"stride": s, "padding": p, "dilation": d,
-                                              "kernel": (kr, ks)},
-                    (n, shape[2], shape[3], k), out_dt, "NHWC")
+        operands.append(tensor(np.zeros(1), dtype=dt))  # what padded taps read
+    attrs = {"stride": s, "padding": p, "dilation": d, "kernel": (kr, ks)}
+    if groups != 1:  # (absent for one group: the workload keys of plain convs stay)
+        attrs["groups"] = int(groups)
+    y = _record("conv2d_nhwc", operands, attrs, (n, shape[2], shape[3], k), out_dt, "NHWC")
     if layout == "NHWC":
         return y
     if layout == "NCHW":
