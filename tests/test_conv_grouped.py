@@ -193,3 +193,38 @@ def test_random_grouped_schedules_never_beat_physics():
                 s = space.sample(rng)
                 assert not validate(compiled.workloads[i], s, compiled.target)
                 check_physics(compiled.with_schedule(i, s))
+
+
+def test_depthwise_runs_on_the_vector_unit_by_default_and_beats_the_cube():
+    """MobileNet-style 3x3 depthwise (stride 1, padding 1) + ReLU: the default runs the
+    conv on the vector unit and the ReLU as a pass of its own; in simulated cycles it
+    beats the cube's per-channel GEMMs under their own default."""
+    from pypto.schedule_space.conv2d import cube_default
+
+    x = pypto.spec((1, 28, 28, 64), "float16", layout="NHWC")
+    w = pypto.spec((64, 1, 3, 3), "float16")
+    compiled = pypto.kernel(lambda a, b: pypto.relu(pypto.conv2d(a, b, padding=1,
+                                                                 groups=64))).lower(
+        x, w, target="ascend910b")
+    i = next(j for j, wl in enumerate(compiled.workloads) if wl.family == "conv2d")
+    s = compiled.schedules[i]
+    assert s["engine"] == "vector" and s["fuse_tail"] is False
+    cube = compiled.with_schedule(i, cube_default(compiled.workloads[i], compiled.target))
+    assert compiled.simulate().cycles < cube.simulate().cycles
+    ops = {int(op) for core in compiled.programs[i].cores for op in core["op"]}
+    from pypto.codegen.isa import Op
+
+    assert Op.MMAD not in ops and {Op.VMUL, Op.VADD} <= ops
+
+
+def test_the_vector_engine_is_offered_for_float_depthwise_only():
+    target = load_target("ascend910b")
+    for groups, w_shape, dtype, offered in ((16, (16, 1, 3, 3), "float16", True),
+                                            (16, (32, 1, 3, 3), "float16", False),
+                                            (8, (16, 2, 3, 3), "float32", False),
+                                            (16, (16, 1, 3, 3), "int8", False)):
+        compiled = pypto.kernel(lambda a, b, g=groups: pypto.conv2d(a, b, groups=g)).lower(
+            pypto.spec((1, 6, 6, 16), dtype, layout="NHWC"), pypto.spec(w_shape, dtype),
+            target=target)
+        wl = next(wl for wl in compiled.workloads if wl.family == "conv2d")
+        assert ("engine" in space_for(wl, target).axes) is offered, (w_shape, dtype)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from pypto.codegen import conv_depthwise
 from pypto.codegen.isa import Mem, Op
 from pypto.codegen.pipeline import (
     Chunk,
@@ -44,6 +45,7 @@ from pypto.schedule_space.conv2d import (
     epilogue_chain,
     shape_of,
 )
+from pypto.schedule_space.conv_depthwise import is_vector
 from pypto.schedule_space.cube import ACC_DTYPE
 from pypto.schedule_space.schedule import Schedule
 from pypto.targets import Target
@@ -170,6 +172,8 @@ def _append(out: list[Im2colCopy], c: Im2colCopy) -> None:
 
 def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
          gm_out: dict[int, int]) -> list[StreamBuilder]:
+    if is_vector(s):  # a depthwise conv on the vector unit
+        return conv_depthwise.emit(wl, s, target, gm_in, gm_out)
     sh = shape_of(wl)
     ci = conv_index(wl)
     conv = wl.nodes[ci]

@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pypto.schedule_space import cube_cost, fusion
+from pypto.schedule_space import conv_depthwise, cube_cost, fusion
 from pypto.schedule_space.chain import Chain, analyze
 from pypto.schedule_space.common import (
     MAX_DEPTH,
@@ -149,8 +149,15 @@ def block_pixels(sh: ConvShape, s: Schedule | dict[str, Any]) -> int:
 
 
 def num_blocks(wl: Workload, s: Schedule | dict[str, Any]) -> int:
-    """Output blocks (of every group)."""
+    """Output blocks (of every group); a depthwise conv on the vector unit: its tiles."""
     sh = shape_of(wl)
+    if conv_depthwise.is_vector(s):
+        return conv_depthwise.num_tiles(sh, s)
+    return cube_blocks(sh, s)
+
+
+def cube_blocks(sh: ConvShape, s: Schedule | dict[str, Any]) -> int:
+    """Output blocks of the cube's GEMMs (of every group)."""
     return sh.groups * math.ceil(sh.m / block_pixels(sh, s)) * math.ceil(sh.k / s["n1"])
 
 
@@ -166,16 +173,17 @@ def program_work(wl: Workload, s: Schedule | dict[str, Any]) -> CubeWork:
     taps = min(sh.r * sh.s, math.ceil(s["k1"] / sh.c) + 1)
     pieces = 1 + 2 * min(sh.s, 2 * sh.padding[1]) / sh.s    # taps that reach the padding
     tail = sum(n.op not in ("load", "conv2d_nhwc") for n in wl.nodes)
-    return CubeWork(blocks=num_blocks(wl, s), chunks=math.ceil(sh.red / s["k1"]),
+    return CubeWork(blocks=cube_blocks(sh, s), chunks=math.ceil(sh.red / s["k1"]),
                     l1_copies=1 + math.ceil(taps * rows * pieces),
                     steps=math.ceil(s["k1"] / s["k0"]), m0_parts=1, n0_parts=1,
                     drain=2 + tail if tail else 1)
 
 
 def complete(wl: Workload, s: Schedule) -> Schedule:
-    """``s`` with ``block_order`` (neutral: ``"mn"``) and ``im2col`` (``"tap"``) filled
-    in when missing."""
-    neutral = {"block_order": "mn", "im2col": "tap", **fusion.neutral(wl)}
+    """``s`` with ``block_order`` (neutral: ``"mn"``), ``im2col`` (``"tap"``) and a
+    depthwise conv's engine (``"cube"``) filled in when missing."""
+    neutral = {"block_order": "mn", "im2col": "tap", **fusion.neutral(wl),
+               **conv_depthwise.neutral(shape_of(wl))}
     missing = {k: v for k, v in neutral.items() if k not in s}
     return s.replace(**missing) if missing else s
 
@@ -217,7 +225,26 @@ def _block_cost(sh: ConvShape, pixels: int, m1: int, n1: int, cube_cores: int) -
 
 
 def default(wl: Workload, target: Target, within: Space | None = None) -> Schedule:
-    """The schedule an untuned compile gets, chosen as matmul's (``matmul.default``)
+    """The schedule an untuned compile gets: ``cube_default``; for a depthwise conv, the
+    vector engine's default tile (``conv_depthwise.default_knobs``, its tail then in a
+    pass of its own) when it fits, since one channel per group leaves 15/16 of the
+    cube's fractal idle (``benchmarks/grouped_conv.py`` measures both defaults on
+    MobileNet-style layers)."""
+    space = within or build_space(wl, target)
+    cube = cube_default(wl, target, space)
+    sh = shape_of(wl)
+    knobs = conv_depthwise.default_knobs(sh, target) if \
+        conv_depthwise.vector_possible(sh) else None
+    if knobs is not None:
+        tail = {"fuse_tail": False, "ub_depth": 2} if "fuse_tail" in space.axes else {}
+        s = cube.replace(engine="vector", **knobs, **tail)
+        if not space.validate(s):
+            return s
+    return cube
+
+
+def cube_default(wl: Workload, target: Target, within: Space | None = None) -> Schedule:
+    """The cube's schedule an untuned compile gets, chosen as matmul's (``matmul.default``)
     over the implicit GEMM ``[N*OH*OW, R*S*C] x [R*S*C, K]``: the best of a small set
     of candidates by ``cube_cost.estimate`` from the target's figures, the first in
     estimated order that the space's constraints accept.
@@ -251,7 +278,7 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
     im2col = "filter_row" if sh.stride[1] > 1 and filter_row_copies_possible(wl) else "tap"
     base = Schedule(row_block=0, m1=0, n1=0, k1=0, k0=0, l1_depth=2, l0_depth=2,
                     l0c_depth=2, ub_depth=2, cores=1, block_order="mn", im2col=im2col,
-                    **fusion.neutral(wl))
+                    **fusion.neutral(wl), **conv_depthwise.neutral(sh))
     axes = space.axes
     ks = cube_cost.k_tiles(fk, axes["k0"].choices, axes["k1"].choices)
     ub_depths = (2, 1) if chain is not None else (2,)
@@ -339,7 +366,7 @@ def shrunk_default(wl: Workload, target: Target, space: Space) -> Schedule:
     im2col = "filter_row" if sh.stride[1] > 1 and filter_row_copies_possible(wl) else "tap"
     s = Schedule(row_block=row_block, m1=m1, n1=n1, k1=k1, k0=k0, l1_depth=2, l0_depth=2,
                  l0c_depth=2, ub_depth=2, cores=1, block_order="mn", im2col=im2col,
-                 **fusion.neutral(wl))
+                 **fusion.neutral(wl), **conv_depthwise.neutral(sh))
     acc = target.role("acc").name
     for _ in range(64):
         problems = space.check(s)
@@ -416,11 +443,13 @@ def build_space(wl: Workload, target: Target) -> Space:
         return _row_block_check(sh, k["row_block"], k["m1"], fm)
 
     def core_count(k: dict[str, Any]) -> list[str]:
-        blocks = num_blocks(wl, k)
+        blocks = cube_blocks(sh, k)
         return [] if k["cores"] <= blocks else [
             f"cores={k['cores']} exceeds the {blocks} output blocks of m1={k['m1']} "
             f"(row_block={k['row_block']}) x n1={k['n1']}"]
 
+    if conv_depthwise.vector_possible(sh):
+        axes[len(fusion.axes(wl, target)):0] = conv_depthwise.axes(sh, target)
     constraints = [Constraint(("row_block", "m1"), rows),
                    *memory_constraints(target, memory_uses(wl, target), [a.name for a in axes]),
                    k_multiple(),
@@ -429,5 +458,7 @@ def build_space(wl: Workload, target: Target) -> Space:
                                    lambda k: program_work(wl, k))]
     if "fuse_tail" in {a.name for a in axes}:
         constraints.append(fusion.unfused_tail_constraint())
+    if conv_depthwise.vector_possible(sh):
+        constraints += conv_depthwise.constraints(sh, target, chain is not None)
     built = Space(wl, target, axes, constraints, lambda: default(wl, target, built))
     return built
