@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from pypto.codegen import conv_depthwise
+from pypto.codegen import conv_depthwise, conv_nchw
 from pypto.codegen.isa import Mem, Op
 from pypto.codegen.pipeline import (
     Chunk,
@@ -170,11 +170,20 @@ def _append(out: list[Im2colCopy], c: Im2colCopy) -> None:
     out.append(c)
 
 
+def weights_transposed(w) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the weight matrix ``[R*S*C, K]`` is read as its transpose (KRSC weights
+    as stored: ``[K, R*S*C]`` row-major), which L1 then holds as ``n1 x k1``."""
+    rs, cs = w.attr("strides")
+    return rs == 1 and cs != 1 and w.shape[0] > 1
+
+
 def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
          gm_out: dict[int, int]) -> list[StreamBuilder]:
     if is_vector(s):  # a depthwise conv on the vector unit
         return conv_depthwise.emit(wl, s, target, gm_in, gm_out)
     sh = shape_of(wl)
+    if sh.layout == "NCHW":  # read and written as NCHW
+        return conv_nchw.emit(wl, s, target, gm_in, gm_out)
     ci = conv_index(wl)
     conv = wl.nodes[ci]
     in_dt, acc_dt = BY_NAME[sh.dtype], BY_NAME[ACC_DTYPE[sh.dtype]]
@@ -187,7 +196,8 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     zero = wl.nodes[conv.args[2]] if len(conv.args) > 2 else None
     ctx = _Ctx(wl=wl, in_dt=in_dt, acc_dt=acc_dt, out_dt=BY_NAME[conv.dtype],
                isz=in_dt.itemsize, m1=m1, n1=n1, k1=k1, k0=s["k0"], m0=m1, n0=n1,
-               l0_order="mn", transpose_a=False, transpose_b=False, a_l1=buffers.a_l1,
+               l0_order="mn", transpose_a=False,
+               transpose_b=weights_transposed(wl.nodes[conv.args[1]]), a_l1=buffers.a_l1,
                b_l1=buffers.b_l1, l0a=buffers.l0a, l0b=buffers.l0b, l0c=buffers.l0c,
                emitter=buffers.emitter, gm_in=gm_in, gm_out=gm_out, sh=sh, ci=ci,
                pixels=pixels, zero_sym=gm_in[zero.attr("input")] if zero is not None else -1,
@@ -240,9 +250,13 @@ class _Ctx(CubeLoop):
             sb.emit(Op.COPY, dst, src, dtype=self.in_dt)
         b_rs, b_cs = w.attr("strides")
         n_at = c.batch * self.sh.k + c.n_at                    # the group's columns
-        dst = Operand(self.b_l1.mem, b_addr, c.kcur, ncur, self.n1)
-        src = Operand(Mem.GM, w.attr("offset") + c.k_at * b_rs + n_at * b_cs, c.kcur, ncur,
-                      b_rs, b_cs, gm=self.gm_in[w.attr("input")])
+        at = w.attr("offset") + c.k_at * b_rs + n_at * b_cs
+        if self.transpose_b:  # KRSC weights as stored: L1 holds the tile as n1 x k1
+            dst = Operand(self.b_l1.mem, b_addr, ncur, c.kcur, self.k1)
+            src = Operand(Mem.GM, at, ncur, c.kcur, b_cs, b_rs, gm=self.gm_in[w.attr("input")])
+        else:
+            dst = Operand(self.b_l1.mem, b_addr, c.kcur, ncur, self.n1)
+            src = Operand(Mem.GM, at, c.kcur, ncur, b_rs, b_cs, gm=self.gm_in[w.attr("input")])
         sb.emit(Op.COPY, dst, src, dtype=self.in_dt)
 
     def drain(self, sb: StreamBuilder, c: Chunk, c_op: Operand) -> None:

@@ -25,8 +25,7 @@ from pypto.schedule_space.common import core_choice, core_choices, round_up, til
 from pypto.schedule_space.space import Axis, Constraint
 
 if TYPE_CHECKING:
-    from pypto.ir.workload import Workload
-    from pypto.schedule_space.conv2d import ConvShape
+    from pypto.schedule_space.conv_shape import ConvShape
     from pypto.targets import Target
 
 ENGINES = ("cube", "vector")
@@ -152,9 +151,3 @@ def default_knobs(sh: ConvShape, target: Target) -> dict[str, Any] | None:
 
 def is_vector(s: Any) -> bool:
     return s.get("engine", "cube") == "vector"
-
-
-def tiles_of(wl: Workload, s: Any) -> int:
-    from pypto.schedule_space.conv2d import shape_of
-
-    return num_tiles(shape_of(wl), s)

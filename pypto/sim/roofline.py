@@ -64,6 +64,11 @@ def workload_bound(wl: Workload, target: Target) -> int:
             macs_per_cycle = target.cube_cores * fm * fk * fn / target.fractal_passes(x.dtype)
             per_output = r * s * x.shape[-1] // n.attr("groups", 1)
             cube += math.prod(n.shape) * per_output / macs_per_cycle
+        elif n.op == "conv2d_nchw":  # [K, C*R*S] x [C*R*S, N*OH*OW]
+            w = wl.nodes[n.args[1]]
+            fm, fk, fn = target.fractal(w.dtype)
+            macs_per_cycle = target.cube_cores * fm * fk * fn / target.fractal_passes(w.dtype)
+            cube += math.prod(n.shape) * w.shape[1] / macs_per_cycle
         elif n.op in _VECTOR_COST:
             src = wl.nodes[n.args[0]]
             elems = math.prod(src.shape if n.op in ("sum", "max", "min") else n.shape)

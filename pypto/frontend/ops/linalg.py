@@ -95,9 +95,13 @@ def conv2d(x: Any, weight: Any, stride: Any = 1, padding: Any = 0, dilation: Any
     GEMM's ``[N*OH*OW, K]``. Other layouts are views of these (transposes, reshapes);
     the partitioner turns those that are not plain strided reads into copy workloads,
     which is the automatic layout conversion (its time counts). Padding reads a
-    one-element zero constant. A grouped (or depthwise) convolution is one GEMM per
-    group: the weights ``[R*S*C/groups, K]`` hold group ``g``'s in columns
-    ``g*K/groups ..``, and its reduction reads input channels ``g*C/groups ..``.
+    one-element zero constant. An NCHW input with KCRS weights, one group and stride_w
+    1 is read and written as it lies instead (``conv2d_nchw``: the GEMM transposed,
+    ``[K, C*R*S] x im2col^T``, with no conversion at all; ``conv2d_converted`` forces
+    the conversions, for comparison: ``benchmarks/layouts.py``). A grouped (or
+    depthwise) convolution is one GEMM per group: the weights ``[R*S*C/groups, K]``
+    hold group ``g``'s in columns ``g*K/groups ..``, and its reduction reads input
+    channels ``g*C/groups ..``.
 
     Example:
         >>> import pypto
@@ -106,6 +110,28 @@ def conv2d(x: Any, weight: Any, stride: Any = 1, padding: Any = 0, dilation: Any
         >>> pypto.conv2d(x, w, padding=1).shape
         (1, 4, 8, 8)
     """
+    return _conv2d(x, weight, stride, padding, dilation, groups, direct=True)
+
+
+@op
+def conv2d_converted(x: Any, weight: Any, stride: Any = 1, padding: Any = 0,
+                     dilation: Any = 1, groups: int = 1) -> Tensor:
+    """``conv2d`` that never reads NCHW directly: an NCHW input is converted to NHWC,
+    the weights to ``[R*S*C, K]`` and the result back, each a copy workload (what
+    ``conv2d`` did before it could read NCHW; kept for ``benchmarks/layouts.py``)."""
+    return _conv2d(x, weight, stride, padding, dilation, groups, direct=False)
+
+
+def direct_nchw(layout: str, weight: Tensor, groups: int, stride: tuple[int, int]) -> bool:
+    """Whether ``conv2d`` reads the NCHW input and KCRS weights as they lie: one group
+    and stride_w 1 (each tap's row of output pixels is then a contiguous run of an
+    input row; with stride_w > 1 it would be element by element, slower than the
+    conversion: ``benchmarks/layouts.py``)."""
+    return layout == "NCHW" and weight.layout != "NHWC" and groups == 1 and stride[1] == 1
+
+
+def _conv2d(x: Any, weight: Any, stride: Any, padding: Any, dilation: Any, groups: int,
+            direct: bool) -> Tensor:
     x = _as_tensor(x, dtypes.float16, "conv2d")
     w = _as_tensor(weight, x.dtype, "conv2d")
     layout = x.layout if x.layout in ("NHWC", "NC1HWC0") else "NCHW"
@@ -118,6 +144,17 @@ def conv2d(x: Any, weight: Any, stride: Any = 1, padding: Any = 0, dilation: Any
     dt = dtypes.promote(x.dtype, w.dtype)
     if dt.name not in _MATMUL_OUT:
         raise DTypeError(f"conv2d: float16, float32 or int8 operands only, got {dt.name}")
+    if direct and direct_nchw(layout, w, int(groups), s):
+        shape = infer.conv2d(x.shape, w.shape, s, p, d, 1)
+        k, c, kr, ks = w.shape
+        operands = [cast(x, dt), reshape(cast(w, dt), (k, c * kr * ks))]
+        if p != (0, 0):
+            from pypto.frontend.tensor import tensor
+
+            operands.append(tensor(np.zeros(1), dtype=dt))  # what padded taps read
+        return _record("conv2d_nchw", operands, {"stride": s, "padding": p, "dilation": d,
+                                                 "kernel": (kr, ks)},
+                       shape, _MATMUL_OUT[dt.name], "NCHW")
     if layout == "NC1HWC0":
         n, c1, h, wd, c0 = x.shape
         x_nhwc = _record("transpose", [x], {"axes": (0, 2, 3, 1, 4)}, (n, h, wd, c1, c0),
