@@ -110,12 +110,18 @@ def workload_bound(wl: Workload, target: Target) -> int:
             k = a.shape[-2] if n.attr("transpose_a") else a.shape[-1]
             macs_per_cycle = target.cube_cores * fm * fk * fn / target.fractal_passes(a.dtype)
             cube += math.prod(n.shape) * k / macs_per_cycle
-        elif n.op == "conv2d_nhwc":  # implicit GEMM: [N*OH*OW, R*S*C] x [R*S*C, K]
+        elif n.op == "conv2d_nhwc":  # implicit GEMM: [N*OH*OW, R*S*C/groups] x [.., K]
             x = wl.nodes[n.args[0]]
             fm, fk, fn = target.fractal(x.dtype)
             r, s = n.attr("kernel")
             macs_per_cycle = target.cube_cores * fm * fk * fn / target.fractal_passes(x.dtype)
-            cube += math.prod(n.shape) * r * s * x.shape[-1] / macs_per_cycle
+            per_output = r * s * x.shape[-1] // n.attr("groups", 1)
+            cube += math.prod(n.shape) * per_output / macs_per_cycle
+        elif n.op == "conv2d_nchw":  # [K, C*R*S] x [C*R*S, N*OH*OW]
+            w = wl.nodes[n.args[1]]
+            fm, fk, fn = target.fractal(w.dtype)
+            macs_per_cycle = target.cube_cores * fm * fk * fn / target.fractal_passes(w.dtype)
+            cube += math.prod(n.shape) * w.shape[1] / macs_per_cycle
         elif n.op in _VECTOR_COST:
             src = wl.nodes[n.args[0]]
             elems = math.prod(src.shape if n.op in ("sum", "max", "min") else n.shape)
