@@ -159,14 +159,17 @@ def parse_line(text: str, cache: dict[str, WorkloadInfo] | None = None
                          f"{FORMAT_VERSION} (upgrade PyPTO for newer logs)")
     wl_obj, tgt_obj = _field(obj, "workload", dict), _field(obj, "target", dict)
     key, spec = _field(wl_obj, "key", str, "workload."), _field(wl_obj, "spec", dict, "workload.")
-    workload = (cache or {}).get(key)
+    # the spec as the line gives it is part of the cache key: a later line with the same
+    # key and another spec is checked (and refused), not taken for the first one
+    seen = f"{key}:{json.dumps(spec, sort_keys=True)}" if cache is not None else ""
+    workload = (cache or {}).get(seen)
     if workload is None:
         try:
             workload = WorkloadInfo.from_spec(spec, key)
         except (ValueError, TypeError, OverflowError, RecursionError) as e:
             raise ValueError(f"workload: {e}") from None
         if cache is not None:
-            cache[key] = workload
+            cache[seen] = workload
     target_key = _field(tgt_obj, "key", str, "target.")
     if len(target_key) != 64 or any(c not in "0123456789abcdef" for c in target_key):
         raise ValueError(f"target.key {target_key!r} is not a sha256 hex digest")
