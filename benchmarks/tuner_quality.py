@@ -42,6 +42,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from suite import Case, load_cases, steepest_descent  # noqa: E402
 
 from pypto.db import open_store  # noqa: E402
+from pypto.sim import MODEL_VERSION  # noqa: E402
 from pypto.tuner.loop import tune_task  # noqa: E402
 from pypto.tuner.measure import Measurer  # noqa: E402
 from pypto.tuner.options import TuneOptions  # noqa: E402
@@ -267,10 +268,12 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=None, help="random sample of the optimum")
     ap.add_argument("--kicks", type=int, default=None, help="local-search kicks")
     ap.add_argument("--out", type=pathlib.Path, default=OUT)
-    ap.add_argument("--optimum-from", type=pathlib.Path, default=None,
-                    help="reuse the optimum estimates of an earlier result file (same target "
-                         "and timing model), e.g. to compare two versions of the tuner on "
-                         "one optimum; its optimum is a floor for this one's")
+    ap.add_argument("--optimum-from", type=pathlib.Path, action="append", default=[],
+                    help="reuse the optimum estimates of an earlier result file of this "
+                         "benchmark or of default_quality.py (same target and timing model; "
+                         "repeat the option for several files: per workload the lowest "
+                         "optimum wins), e.g. to compare two versions of the tuner on one "
+                         "optimum; its optimum is a floor for this one's")
     args = ap.parse_args()
 
     strategies = [s for s in args.strategies.split(",") if s]
@@ -286,8 +289,7 @@ def main() -> None:
     if missing:
         raise SystemExit(f"not in the suite: {', '.join(missing)}")
 
-    earlier = json.loads(args.optimum_from.read_text())["workloads"] if args.optimum_from \
-        else {}
+    earlier = earlier_optima(args.optimum_from, args.target)
     t0 = time.perf_counter()
     workloads: dict[str, Any] = {}
     for name in names:
@@ -331,7 +333,8 @@ def main() -> None:
         "benchmark": "tuner_quality", "target": args.target, "strategies": strategies,
         "trials": trials, "seeds": seeds, "quick": args.quick,
         "optimum_search": {"samples": samples, "starts": 3, "kicks": kicks,
-                           "from": str(args.optimum_from or "")},
+                           "from": [str(p) for p in args.optimum_from]},
+        "model_version": MODEL_VERSION,
         "workloads": workloads, "wall_s": round(time.perf_counter() - t0, 1),
         "commit": _commit(), "machine": {"python": platform.python_version(),
                                          "platform": platform.platform()}}
@@ -340,6 +343,39 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
     print(f"wrote {args.out}")
+
+
+def earlier_optima(paths: list[pathlib.Path], target: str) -> dict[str, Any]:
+    """Per workload ``{"estimate", "optimum"}`` from earlier result files: this benchmark's
+    (``workloads``) or ``default_quality.py``'s (``rows``, its ``best_cycles`` an estimate
+    by the same ``estimate_optimum``). The lowest optimum of the files wins; a file of
+    another target or timing model is refused (its cycles mean something else)."""
+    out: dict[str, Any] = {}
+    for path in paths:
+        data = json.loads(path.read_text())
+        version = data.get("model_version")
+        if data.get("target", target) != target or (version and version != MODEL_VERSION):
+            raise SystemExit(f"{path}: measured for {data.get('target')} under {version}, "
+                             f"not {target} under {MODEL_VERSION}; estimate the optimum anew")
+        if "workloads" in data:
+            found = {n: {"estimate": w["estimate"], "optimum": w["optimum"]}
+                     for n, w in data["workloads"].items()}
+        else:
+            found = {}
+            for r in data["rows"]:
+                per_us = r["default_cycles"] / r["default_us"]
+                est = {"cycles": r["best_cycles"], "exact": r.get("exact", False),
+                       "default_cycles": r["default_cycles"],
+                       "sample_best": r["sample_best_us"] * per_us,
+                       "descent_best": r["descent_best_us"] * per_us,
+                       "last_phase_gain": r["descent_best_us"] / r["best_us"] - 1.0,
+                       "measurements": r["evaluations"], "seconds": r["wall_s"],
+                       "from": str(path)}
+                found[r["name"]] = {"estimate": est, "optimum": r["best_cycles"]}
+        for name, entry in found.items():
+            if name not in out or entry["optimum"] < out[name]["optimum"]:
+                out[name] = entry
+    return out
 
 
 def _commit() -> str:
