@@ -274,7 +274,18 @@ def main() -> None:
                          "repeat the option for several files: per workload the lowest "
                          "optimum wins), e.g. to compare two versions of the tuner on one "
                          "optimum; its optimum is a floor for this one's")
+    ap.add_argument("--merge", type=pathlib.Path, nargs="+", default=None,
+                    help="measure nothing: merge the runs of these result files (same target "
+                         "and trials; a later file's runs of a strategy replace an earlier "
+                         "one's for that workload), take per workload the lowest optimum of "
+                         "the files, of --optimum-from and of --floor, and recompute the tables")
+    ap.add_argument("--floor", type=pathlib.Path, default=None,
+                    help="with --merge: a cost_model_data.py dataset whose best measured "
+                         "schedule per workload is an optimum floor")
     args = ap.parse_args()
+    if args.merge:
+        merge(args.merge, args.optimum_from, args.floor, args.target, args.out)
+        return
 
     strategies = [s for s in args.strategies.split(",") if s]
     for s in strategies:
@@ -343,6 +354,52 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
     print(f"wrote {args.out}")
+
+
+def merge(paths: list[pathlib.Path], optimum_from: list[pathlib.Path],
+          floor: pathlib.Path | None, target: str, out: pathlib.Path) -> None:
+    """Runs of several result files over one optimum per workload (the lowest any file,
+    estimate or run found), every figure recomputed from the runs' curves."""
+    files = [json.loads(p.read_text()) for p in paths]
+    trials = {f["trials"] for f in files}
+    if len(trials) != 1 or any(f["target"] != target for f in files):
+        raise SystemExit("--merge wants result files of one target and one --trials")
+    n = trials.pop()
+    floors = earlier_optima(optimum_from, target)
+    if floor is not None:
+        data = json.loads(floor.read_text())
+        for name, w in data["workloads"].items():
+            best = min(c for _, c in w["points"])
+            if name not in floors or best < floors[name]["optimum"]:
+                floors[name] = {**floors.get(name, {}), "optimum": best}
+    workloads: dict[str, Any] = {}
+    strategies: list[str] = []
+    for f in files:
+        for name, w in f["workloads"].items():
+            mine = workloads.setdefault(name, {**w, "runs": []})
+            new = {r["strategy"] for r in w["runs"]}
+            mine["runs"] = [r for r in mine["runs"] if r["strategy"] not in new] + w["runs"]
+            mine["optimum"] = min(mine["optimum"], w["optimum"])
+            strategies += [s for s in f["strategies"] if s not in strategies]
+    for name, w in workloads.items():
+        w["optimum"] = min([w["optimum"], floors.get(name, {}).get("optimum", float("inf")),
+                            *(r["curve"][-1] for r in w["runs"] if r["curve"])])
+        for r in w["runs"]:
+            best = r["curve"]
+            r.update({f"at_{c}": at(best, w["optimum"], c) for c in CHECKPOINTS if c <= n})
+            r.update({f"to_{int(lv * 100)}": trials_to(best, w["optimum"], lv)
+                      for lv in LEVELS})
+        w.pop("median", None)
+    result: dict[str, Any] = {
+        "benchmark": "tuner_quality", "target": target, "strategies": strategies,
+        "trials": n, "seeds": max(f["seeds"] for f in files), "quick": False,
+        "merged_from": [str(p) for p in paths], "floor": str(floor or ""),
+        "optimum_search": [f.get("optimum_search") for f in files],
+        "model_version": MODEL_VERSION, "workloads": workloads, "commit": _commit()}
+    result["overall"] = summarize(workloads, strategies, n)
+    print_tables(result)
+    out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    print(f"wrote {out}")
 
 
 def earlier_optima(paths: list[pathlib.Path], target: str) -> dict[str, Any]:

@@ -139,7 +139,7 @@ def test_train_from_store_errors_without_data_and_retrains_on_growth(tmp_path):
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.floats(-5, 5), st.floats(0.1, 3.0)), max_size=30))
 def test_the_departure_margin_clears_every_unsafe_held_out_pick(picks):
-    margin = departure_margin(picks, loss=0.05)
+    margin = departure_margin(picks, loss=0.05, min_picks=0)
     assert margin >= 0.0
     # every held-out pick the rule would have taken (margin reached) was safe
     assert all(g >= 0.95 for m, g in picks if m >= margin)
@@ -179,6 +179,7 @@ def test_held_out_picks_train_without_the_held_out_workload():
     assert len(picks) == 4 and len(seen_by_fold) == 4       # leave one out: 4 workloads
     assert all(m == 0.0 and g == 1.0 for m, g in picks)      # argmax of zeros: the default
     assert not held_out_picks([HeldOut(data[0].x, data[0].cycles, None)], fit)
+    assert departure_margin(picks, min_picks=5) == float("inf")   # too few: never depart
 
 
 def test_a_calibrated_model_departs_only_by_its_margin(tuned_url):

@@ -15,7 +15,8 @@ to the default by at least the model's *departure margin* (``metrics
 ["departure_margin"]``), calibrated when it was trained by cross-validation over the
 stored workloads (``pypto.cost_model.calibration``): on every held-out workload a pick
 with that margin was at most 5% slower than the default. Otherwise, and for a model
-without a calibration (trained on one workload, or by hand), the pick is the default:
+without a calibration (fewer than five held-out workloads, or trained by hand), the pick
+is the default:
 an untuned compile is never much worse than the documented heuristic on the evidence
 the model has. Every candidate is a valid point of the space; no measurement.
 """

@@ -104,7 +104,7 @@ def train_from_store(store: ScheduleStore, target: Target, family: str, *, seed:
 def _calibration(groups: list[tuple[Workload, np.ndarray, np.ndarray]], target: Target,
                  family: str, seed: int, settings: dict[str, Any]) -> dict[str, Any]:
     """The model's departure margin, from models trained on the other workloads' folds;
-    None (no departure) when no workload could be held out."""
+    None (no departure) with too few held-out workloads (``MIN_HELD_OUT``)."""
     from pypto.cost_model.calibration import HeldOut, departure_margin, held_out_picks
     from pypto.schedule_space import space_for
 
@@ -118,7 +118,8 @@ def _calibration(groups: list[tuple[Workload, np.ndarray, np.ndarray]], target: 
         return CostModel(family, seed=seed, **settings).fit(train).predict
 
     picks = held_out_picks(data, fit)
-    return {"departure_margin": departure_margin(picks) if picks else None,
+    margin = departure_margin(picks)
+    return {"departure_margin": margin if np.isfinite(margin) else None,
             "held_out": [[round(m, 6), round(g, 6)] for m, g in picks]}
 
 
