@@ -88,13 +88,23 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--objective", default=None, help="default: the model's default")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--names", default=None,
+                    help="comma-separated suite workloads to hold out (default: all)")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="an earlier result file whose rows of the workloads not held out "
+                         "now are kept (their families' models and picks do not depend on "
+                         "the ones rerun)")
     args = ap.parse_args()
     data = (cost_model_data.load(args.dataset) if args.dataset.exists()
             else cost_model_data.build(args.dataset))
     target = load_target(data["target"])
     rows = []
     tmp = Path(tempfile.mkdtemp(prefix="pypto_pick_"))
+    names = set(args.names.split(",")) if args.names else None
+    earlier = json.loads(args.keep.read_text())["rows"] if args.keep is not None else []
     for name, entry in data["workloads"].items():
+        if names is not None and name not in names:
+            continue
         wl = workload_from_json(entry["workload"])
         family = entry["family"]
         if sum(e["family"] == family for n, e in data["workloads"].items() if n != name) == 0:
@@ -146,6 +156,12 @@ def main() -> None:
               f"  pick {row['pick_ms']:.1f} ms (cpu {row['pick_cpu_ms']:.1f} ms, load "
               f"{row['load_average']:.1f})  cold lookup {row['cold_lookup_ms']:.0f} ms",
               flush=True)
+    if args.keep is not None:
+        rerun = {r["workload"] for r in rows}
+        kept = [r for r in earlier if r["workload"] not in rerun]
+        order = list(data["workloads"])
+        rows = sorted([*kept, *({**r, "rerun": True} for r in rows)],
+                      key=lambda r: order.index(r["workload"]))
     keys = ("model_vs_tuned", "raw_vs_tuned", "nearest_vs_tuned", "default_vs_tuned",
             "model_vs_default", "raw_vs_default")
     med = {k: statistics.median(r[k] for r in rows)
@@ -166,7 +182,8 @@ def main() -> None:
           f"{below['raw_vs_default']}; departed from the default on "
           f"{sum(r['departed'] for r in rows)} of {len(rows)}")
     out = {"benchmark": "compile_pick", "target": data["target"], "rounds": args.rounds,
-           "dataset": str(args.dataset), "rows": rows, "median": med, "worst": worst,
+           "dataset": str(args.dataset), "kept_from": str(args.keep or ""), "rows": rows,
+           "median": med, "worst": worst,
            "below_095_of_default": below, "departed": sum(r["departed"] for r in rows),
            "model_better_than_nearest": better, "model_worse_than_nearest": worse}
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -276,9 +276,10 @@ def main() -> None:
                          "optimum; its optimum is a floor for this one's")
     ap.add_argument("--merge", type=pathlib.Path, nargs="+", default=None,
                     help="measure nothing: merge the runs of these result files (same target "
-                         "and trials; a later file's runs of a strategy replace an earlier "
-                         "one's for that workload), take per workload the lowest optimum of "
-                         "the files, of --optimum-from and of --floor, and recompute the tables")
+                         "and trials; when a later file has runs of a strategy for a workload, "
+                         "an earlier file's runs of it become '<strategy>-earlier'), take per "
+                         "workload the lowest optimum of the files, of --optimum-from and of "
+                         "--floor, and recompute the tables")
     ap.add_argument("--floor", type=pathlib.Path, default=None,
                     help="with --merge: a cost_model_data.py dataset whose best measured "
                          "schedule per workload is an optimum floor")
@@ -378,9 +379,12 @@ def merge(paths: list[pathlib.Path], optimum_from: list[pathlib.Path],
         for name, w in f["workloads"].items():
             mine = workloads.setdefault(name, {**w, "runs": []})
             new = {r["strategy"] for r in w["runs"]}
-            mine["runs"] = [r for r in mine["runs"] if r["strategy"] not in new] + w["runs"]
+            mine["runs"] = [{**r, "strategy": f"{r['strategy']}-earlier"}
+                            if r["strategy"] in new else r for r in mine["runs"]] + w["runs"]
             mine["optimum"] = min(mine["optimum"], w["optimum"])
             strategies += [s for s in f["strategies"] if s not in strategies]
+    present = {r["strategy"] for w in workloads.values() for r in w["runs"]}
+    strategies = [name for s in strategies for name in (f"{s}-earlier", s) if name in present]
     for name, w in workloads.items():
         w["optimum"] = min([w["optimum"], floors.get(name, {}).get("optimum", float("inf")),
                             *(r["curve"][-1] for r in w["runs"] if r["curve"])])
