@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 import numpy as np
 
@@ -43,17 +44,37 @@ def compulsory_bytes(wl: Workload) -> tuple[int, int]:
     """``(input bytes, output bytes)`` that any program of ``wl`` must move: each input
     element read once (a broadcast input counts its own elements, not the broadcast
     shape's; elements that several loads of one input share, as the taps of a pooling
-    window do, count once) and each output element written once."""
+    window do, count once; input pixels no conv tap reads, as a stride longer than the
+    kernel skips, do not count) and each output element written once."""
+    sparse = {n.args[0]: _conv_input_used(wl.nodes[n.args[0]].shape, n)
+              for n in wl.nodes if n.op == "conv2d_nhwc"}
     by_input: dict[int, list] = {}
-    for n in wl.nodes:
+    for i, n in enumerate(wl.nodes):
         if n.op == "load":
-            by_input.setdefault(n.attr("input"), []).append(n)
+            by_input.setdefault(n.attr("input"), []).append((i, n))
     reads = 0
     for loads in by_input.values():
-        reads += _union_elements(loads) * BY_NAME[loads[0].dtype].itemsize
+        used = _union_elements([n for _, n in loads])
+        used = min([used] + [sparse[i] for i, _ in loads if i in sparse])
+        reads += used * BY_NAME[loads[0][1].dtype].itemsize
     writes = sum(math.prod(wl.nodes[o].shape) * BY_NAME[wl.nodes[o].dtype].itemsize
                  for o in wl.outputs)
     return reads, writes
+
+
+def _conv_input_used(shape: tuple[int, ...], conv: Any) -> int:
+    """Elements of a conv's NHWC input that some tap reads: a stride longer than the
+    (dilated) kernel skips whole rows and columns, which no program needs to fetch."""
+    n, h, w, c = shape
+    r, s = conv.attr("kernel")
+
+    def used(size: int, taps: int, stride: int, pad: int, dilation: int, out: int) -> int:
+        return len({o * stride - pad + t * dilation for o in range(out) for t in range(taps)}
+                   & set(range(size)))
+
+    oh, ow = conv.shape[1], conv.shape[2]
+    (sh, sw), (ph, pw), (dh, dw) = conv.attr("stride"), conv.attr("padding"), conv.attr("dilation")
+    return n * used(h, r, sh, ph, dh, oh) * used(w, s, sw, pw, dw, ow) * c
 
 
 def _footprint(load) -> int:  # type: ignore[no-untyped-def]
@@ -89,12 +110,18 @@ def workload_bound(wl: Workload, target: Target) -> int:
             k = a.shape[-2] if n.attr("transpose_a") else a.shape[-1]
             macs_per_cycle = target.cube_cores * fm * fk * fn / target.fractal_passes(a.dtype)
             cube += math.prod(n.shape) * k / macs_per_cycle
-        elif n.op == "conv2d_nhwc":  # implicit GEMM: [N*OH*OW, R*S*C] x [R*S*C, K]
+        elif n.op == "conv2d_nhwc":  # implicit GEMM: [N*OH*OW, R*S*C/groups] x [.., K]
             x = wl.nodes[n.args[0]]
             fm, fk, fn = target.fractal(x.dtype)
             r, s = n.attr("kernel")
             macs_per_cycle = target.cube_cores * fm * fk * fn / target.fractal_passes(x.dtype)
-            cube += math.prod(n.shape) * r * s * x.shape[-1] / macs_per_cycle
+            per_output = r * s * x.shape[-1] // n.attr("groups", 1)
+            cube += math.prod(n.shape) * per_output / macs_per_cycle
+        elif n.op == "conv2d_nchw":  # [K, C*R*S] x [C*R*S, N*OH*OW]
+            w = wl.nodes[n.args[1]]
+            fm, fk, fn = target.fractal(w.dtype)
+            macs_per_cycle = target.cube_cores * fm * fk * fn / target.fractal_passes(w.dtype)
+            cube += math.prod(n.shape) * w.shape[1] / macs_per_cycle
         elif n.op in _VECTOR_COST:
             src = wl.nodes[n.args[0]]
             elems = math.prod(src.shape if n.op in ("sum", "max", "min") else n.shape)
