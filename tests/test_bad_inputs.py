@@ -366,3 +366,53 @@ def test_control_characters_from_a_log_print_escaped(tmp_path: Path) -> None:
     assert "\x1b" not in shown and "\x07" not in shown and "\r" not in shown
     assert "bad \\x1b[2J\\x1b[31mred\\x07\\x0d!" in shown
     assert "evil\\x1b]0;title\\x07" in shown
+
+
+# -- a read-only database --------------------------------------------------------------------
+
+
+@pytest.fixture
+def read_only_db(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A PyPTO database (WAL, as PyPTO makes them) in a directory nobody may write, the
+    file too: ``chattr +i``, which holds even for root (the tests may run as root)."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    db = folder / "p.db"
+    assert runner.invoke(app, ["db", "import", str(GEMM_LOG), "--db", str(db)]).exit_code == 0
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    done = subprocess.run(["chattr", "+i", str(db), str(folder)], capture_output=True)
+    if done.returncode != 0 or os.access(folder, os.W_OK):
+        subprocess.run(["chattr", "-i", str(db), str(folder)], capture_output=True)
+        pytest.skip("cannot make a read-only directory here (chattr +i)")
+    yield db
+    subprocess.run(["chattr", "-i", str(db), str(folder)], check=True)
+
+
+LOOKUP = """
+import numpy as np, pypto
+@pypto.kernel
+def gemm(A, B):
+    return pypto.matmul(A, B)
+with pypto.Context(device_type="npu", target="ascend910b"):
+    A = pypto.tensor(np.ones((1024, 1024)), dtype="float16")
+    print(gemm.lower(A, A).sources[0])
+"""
+
+
+def test_a_read_only_database_can_still_be_read(read_only_db: Path, tmp_path: Path) -> None:
+    for command in (["db", "stats"], ["db", "list"]):
+        result = runner.invoke(app, [*command, "--db", str(read_only_db)])
+        assert result.exit_code == 0 and "500" in result.output, result.output
+    script = tmp_path / "lookup.py"
+    script.write_text(LOOKUP)
+    found = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                           timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT),
+                                             "PYPTO_DB": str(read_only_db)})
+    assert found.stdout.strip() == "tuned", found.stderr
+    assert sorted(p.name for p in read_only_db.parent.iterdir()) == ["p.db"]   # nothing added
+
+
+def test_writing_a_read_only_database_says_so(read_only_db: Path) -> None:
+    result = runner.invoke(app, ["db", "import", str(GEMM_LOG), "--db", str(read_only_db)])
+    one_line_error(result, "is read-only for PyPTO here", "--db")
