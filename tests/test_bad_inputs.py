@@ -416,3 +416,26 @@ def test_a_read_only_database_can_still_be_read(read_only_db: Path, tmp_path: Pa
 def test_writing_a_read_only_database_says_so(read_only_db: Path) -> None:
     result = runner.invoke(app, ["db", "import", str(GEMM_LOG), "--db", str(read_only_db)])
     one_line_error(result, "is read-only for PyPTO here", "--db")
+
+
+# -- a password with an unescaped "@" ------------------------------------------------------
+
+
+def test_an_unescaped_at_in_a_password_is_not_taken_for_the_host() -> None:
+    """SQLAlchemy reads ``user:ab@cd@host`` as the password ``ab`` on host ``cd@host``; the
+    driver's error then printed ``cd`` (the password's tail) as a host it cannot resolve."""
+    result = runner.invoke(app, ["db", "stats", "--db",
+                                 "postgresql+psycopg://u:s3c@r3t-Zq@127.0.0.1:1/x"])
+    one_line_error(result, "cannot connect", "127.0.0.1")
+    assert "r3t-Zq" not in result.output and "s3c" not in result.output
+
+
+@pytest.mark.skipif(not PG_URL, reason="set PYPTO_TEST_PG_URL for PostgreSQL")
+def test_a_password_with_an_unescaped_at_connects(tmp_path: Path) -> None:
+    """The server of the tests trusts loopback connections: the password is not checked,
+    but the host must be the real one for the connection to succeed."""
+    url = (PG_URL or "").replace("://postgres@", "://postgres:s3c@r3t-Zq@", 1)
+    assert url != PG_URL
+    result = runner.invoke(app, ["db", "stats", "--db", url])
+    assert result.exit_code == 0, result.output
+    assert "r3t-Zq" not in result.output and "s3c" not in result.output

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, inspect, select
+from sqlalchemy import URL, Connection, Engine, create_engine, event, inspect, make_url, select
 
 from pypto.db import models as m
 from pypto.db.location import read_only_uri, sqlite_path
@@ -46,9 +46,22 @@ def schema_state(conn: Connection, display: str) -> str:
     return "ready"
 
 
+def server_url(url: str) -> URL:
+    """``url`` parsed, with a password that holds an unescaped ``@`` given whole: SQLAlchemy
+    takes what follows the first ``@`` for the host, and the driver's errors would then
+    print the password's tail as a host name it cannot resolve."""
+    parsed = make_url(url)
+    host = parsed.host or ""
+    if "@" in host and parsed.password is not None:
+        tail, _, real_host = host.rpartition("@")
+        parsed = parsed.set(password=f"{parsed.password}@{tail}", host=real_host)
+    return parsed
+
+
 def make_engine(url: str, dialect: str) -> Engine:
     if dialect == "postgresql":
-        return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 10})
+        return create_engine(server_url(url), pool_pre_ping=True,
+                             connect_args={"connect_timeout": 10})
     path = sqlite_path(url)
     uri = read_only_uri(path) if path is not None else None
     if uri is not None:   # a file we may only read: read it as such (writes fail, named)
