@@ -24,8 +24,10 @@ from pypto.cli_output import MAX_SEED, printable, usable_cpus
 from pypto.codegen.asm import parse
 from pypto.db import open_store
 from pypto.db.jsonl import FIELD_LENGTHS, MAX_LINE_BYTES, import_records
-from pypto.errors import AsmError, DatabaseError, LogFormatError, TargetError
+from pypto.errors import AsmError, DatabaseError, LogFormatError, SimError, TargetError
+from pypto.sim.check import check_program
 from pypto.sim.executor import execute
+from pypto.sim.timing import simulate
 from pypto.targets import load_target
 from pypto.targets.sanity import VECTOR_OPS
 
@@ -302,14 +304,23 @@ def program(body: str, tensors: str = ".tensor A float16 [16] in") -> str:
     "UB[0x7fffffffffffffff:1x16,16,1]",         # an address at the end of int64
 ])
 def test_strides_and_addresses_near_2_63_are_refused_naming_the_line(operand: str) -> None:
-    text = program(f"    COPY.F16 {operand}, GM[A][0:1x16,16,1]")
-    with pytest.raises(AsmError, match=r"line 4, column \d+: the operand reaches \d+ bytes"):
-        parse(text)
+    """The text is a faithful listing of any instruction (it parses); the check refuses
+    it before the int64 arithmetic of the bounds checks could wrap."""
+    prog = parse(program(f"    COPY.F16 {operand}, GM[A][0:1x16,16,1]"))
+    target = load_target("ascend910b")
+    with pytest.raises(SimError, match=r"line 4.*operand d reaches 2\*\*62 bytes or more"):
+        check_program(prog, target)
+    with pytest.raises(SimError, match="operand d reaches"):
+        simulate(prog, target)
+    gm = [np.zeros(16, dtype=np.float16)]
+    with pytest.raises(SimError):
+        execute(prog, target, gm)
 
 
 def test_a_tensor_past_2_63_bytes_is_refused() -> None:
-    with pytest.raises(AsmError, match=r"line 2.*tensor 'A'.*more than any memory"):
-        parse(program("    NOP", f".tensor A float16 [{2**62},2] in"))
+    prog = parse(program("    NOP", f".tensor A float16 [{2**62},2] in"))
+    with pytest.raises(SimError, match=r"tensor A of \d+ elements takes more bytes than any"):
+        check_program(prog, load_target("ascend910b"))
 
 
 def test_5000_cores_are_refused_at_the_first_core_too_many() -> None:

@@ -26,7 +26,7 @@ import numpy as np
 
 from pypto.codegen import isa
 from pypto.codegen.asm_format import format_instruction
-from pypto.codegen.asm_parse import MAX_OPERAND_BYTES, parse_row
+from pypto.codegen.asm_parse import parse_row
 from pypto.codegen.asm_syntax import (
     LABEL,
     NAME,
@@ -303,12 +303,7 @@ def _parse_tensor(cursor: Cursor, symbols: list[Symbol]) -> Symbol:
     if role not in _ROLES:
         cursor.fail(f"unknown role {role!r} (expected one of {', '.join(_ROLES)})",
                     found.start(4))
-    symbol = Symbol(name, dtype, tuple(int(dim.group()) for dim in dims_found), role)
-    if symbol.size * dtype.itemsize >= MAX_OPERAND_BYTES:
-        cursor.fail(f"tensor {name!r} of {symbol.size} elements takes {symbol.size} x "
-                    f"{dtype.itemsize} bytes, more than any memory holds (2**62 bytes at "
-                    "most)", found.start(3))
-    return symbol
+    return Symbol(name, dtype, tuple(int(dim.group()) for dim in dims_found), role)
 
 
 def parse_instruction(line: str, symbols: Sequence[Symbol], lineno: int = 1,
