@@ -125,9 +125,16 @@ def _copies(compiled) -> list:  # type: ignore[no-untyped-def]
 
 
 def test_layout_conversions_are_copy_workloads_whose_time_counts():
+    """Where an NCHW conv is converted (``conv2d_converted``, or any NCHW conv with
+    stride_w > 1), each conversion is a copy workload and its time counts."""
+    from pypto.frontend.ops.linalg import conv2d_converted
+
     x = pypto.spec((1, 8, 10, 10), F16)          # NCHW
     w = pypto.spec((16, 8, 3, 3), F16)           # KCRS
-    compiled = pypto.kernel(lambda a, b: pypto.conv2d(a, b, padding=1)).lower(x, w)
+    compiled = pypto.kernel(lambda a, b: conv2d_converted(a, b, padding=1)).lower(x, w)
+    strided = pypto.kernel(lambda a, b: pypto.conv2d(a, b, padding=1, stride=(1, 2))).lower(
+        x, w)
+    assert len(_copies(strided)) == 3
     copies = {wl.output_specs[0].shape for wl in _copies(compiled)}
     assert (1, 10, 10, 8) in copies              # NCHW -> NHWC input
     assert (3, 3, 8, 16) in copies               # KCRS -> RSCK weights
@@ -142,13 +149,31 @@ def test_layout_conversions_are_copy_workloads_whose_time_counts():
 
 
 def test_nhwc_input_needs_no_conversion():
+    """NHWC input, KRSC weights: one conv workload; the weights' ``[K, R*S*C]`` rows
+    are read as stored (L1 holds the B tile transposed)."""
     x = pypto.spec((1, 10, 10, 8), F16, layout="NHWC")
     w = pypto.spec((16, 3, 3, 8), F16, layout="NHWC")  # KRSC
     compiled = pypto.kernel(lambda a, b: pypto.relu(pypto.conv2d(a, b))).lower(x, w)
-    shapes = [wl.output_specs[0].shape for wl in _copies(compiled)]
-    assert shapes == [(72, 16)]                  # KRSC -> the [R*S*C, K] matrix only
-    assert [wl.family for wl in compiled.workloads] == ["vector", "conv2d"]
-    assert compiled.workloads[1].ops == ("conv2d_nhwc", "relu")
+    assert _copies(compiled) == []
+    assert [wl.family for wl in compiled.workloads] == ["conv2d"]
+    assert compiled.workloads[0].ops == ("conv2d_nhwc", "relu")
+    assert compiled.workloads[0].inputs[1].shape == (16, 3, 3, 8)   # as given
+
+
+def test_nchw_input_is_read_and_written_as_it_lies():
+    """NCHW input, KCRS weights, stride_w 1: one ``conv2d_nchw`` workload (no copy) whose
+    inputs are the tensors as given, and it beats the converted path in simulated
+    cycles."""
+    from pypto.frontend.ops.linalg import conv2d_converted
+
+    x, w = pypto.spec((1, 32, 28, 28), F16), pypto.spec((32, 32, 3, 3), F16)
+    direct = pypto.kernel(lambda a, b: pypto.conv2d(a, b, padding=1)).lower(x, w)
+    assert [wl.ops for wl in direct.workloads] == [("conv2d_nchw",)]
+    conv = direct.workloads[0]
+    assert [i.shape for i in conv.inputs[:2]] == [(1, 32, 28, 28), (32, 32, 3, 3)]
+    assert conv.output_specs[0].shape == (1, 32, 28, 28)
+    converted = pypto.kernel(lambda a, b: conv2d_converted(a, b, padding=1)).lower(x, w)
+    assert direct.simulate().cycles < converted.simulate().cycles
 
 
 def test_nc1hwc0_input_and_result_layout():
@@ -184,7 +209,7 @@ def test_guide_fuse_conv_relu_makes_one_conv_workload():
     w = pypto.rand((4, 3, 3, 3), F32, seed=2) - 0.5
     compiled = conv_relu.lower(x, w)
     conv = [wl for wl in compiled.workloads if wl.family == "conv2d"]
-    assert len(conv) == 1 and conv[0].ops == ("conv2d_nhwc", "relu")
+    assert len(conv) == 1 and conv[0].ops == ("conv2d_nchw", "relu")  # ReLU by FIX
     assert "relu" not in [op for wl in compiled.workloads if wl.family == "vector"
                           for op in wl.ops]
     assert_close(conv_relu(x, w), compiled.run_reference(x, w), "")
@@ -259,13 +284,14 @@ def test_row_block_fixes_m1():
     assert any("row_block=2" in p for p in validate(wl, bad, target))
 
 
-def test_grouped_conv_is_a_clear_error_on_the_npu_and_runs_on_the_cpu():
+def test_grouped_conv_runs_on_the_npu_as_on_the_cpu():
+    """(Grouped and depthwise convs in depth: tests/test_conv_grouped.py.)"""
     x, w = pypto.rand((1, 4, 6, 6), F32, seed=1), pypto.rand((4, 1, 3, 3), F32, seed=2)
-    with pytest.raises(pypto.UnsupportedError, match="groups=4.*device_type='cpu'"):
-        pypto.conv2d(x, w, groups=4)
+    y = pypto.conv2d(x, w, groups=4)
     with pypto.Context(device_type="cpu"):
-        y = pypto.conv2d(x, w, groups=4)
-    assert y.shape == (1, 4, 4, 4)
+        ref = pypto.conv2d(x, w, groups=4)
+    assert y.shape == ref.shape == (1, 4, 4, 4)
+    assert_close(y, ref, "")
 
 
 # -- targets and timing -----------------------------------------------------------------------

@@ -104,7 +104,7 @@ def test_an_impossible_forced_fusion_is_an_error_naming_the_ops(fn, expected):
 def test_the_guide_fusion_hint_still_fuses_with_an_nchw_result():
     kernel = pypto.kernel(fuse={"conv": "relu"})(lambda x, w: pypto.relu(pypto.conv2d(x, w)))
     conv = [wl for wl in _lower(kernel, CONV_X, CONV_W).workloads if wl.family == "conv2d"]
-    assert len(conv) == 1 and conv[0].ops == ("conv2d_nhwc", "relu")
+    assert len(conv) == 1 and conv[0].ops == ("conv2d_nchw", "relu")  # read as NCHW
     assert fusion.forced(conv[0])
 
 

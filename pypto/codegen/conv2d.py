@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from pypto.codegen import conv_depthwise, conv_nchw
 from pypto.codegen.isa import Mem, Op
 from pypto.codegen.pipeline import (
     Chunk,
@@ -44,6 +45,7 @@ from pypto.schedule_space.conv2d import (
     epilogue_chain,
     shape_of,
 )
+from pypto.schedule_space.conv_depthwise import is_vector
 from pypto.schedule_space.cube import ACC_DTYPE
 from pypto.schedule_space.schedule import Schedule
 from pypto.targets import Target
@@ -168,9 +170,20 @@ def _append(out: list[Im2colCopy], c: Im2colCopy) -> None:
     out.append(c)
 
 
+def weights_transposed(w) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the weight matrix ``[R*S*C, K]`` is read as its transpose (KRSC weights
+    as stored: ``[K, R*S*C]`` row-major), which L1 then holds as ``n1 x k1``."""
+    rs, cs = w.attr("strides")
+    return rs == 1 and cs != 1 and w.shape[0] > 1
+
+
 def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
          gm_out: dict[int, int]) -> list[StreamBuilder]:
+    if is_vector(s):  # a depthwise conv on the vector unit
+        return conv_depthwise.emit(wl, s, target, gm_in, gm_out)
     sh = shape_of(wl)
+    if sh.layout == "NCHW":  # read and written as NCHW
+        return conv_nchw.emit(wl, s, target, gm_in, gm_out)
     ci = conv_index(wl)
     conv = wl.nodes[ci]
     in_dt, acc_dt = BY_NAME[sh.dtype], BY_NAME[ACC_DTYPE[sh.dtype]]
@@ -178,17 +191,18 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     buffers = cube_buffers(target, s, in_dt.itemsize, acc_dt.itemsize, m1, n1, wl,
                            epilogue_chain(wl), gm_in, gm_out)
     pixels = block_pixels(sh, s)
-    blocks = block_order(1, math.ceil(sh.m / pixels), math.ceil(sh.k / n1),
+    blocks = block_order(sh.groups, math.ceil(sh.m / pixels), math.ceil(sh.k / n1),
                          s["block_order"], 1)
     zero = wl.nodes[conv.args[2]] if len(conv.args) > 2 else None
     ctx = _Ctx(wl=wl, in_dt=in_dt, acc_dt=acc_dt, out_dt=BY_NAME[conv.dtype],
                isz=in_dt.itemsize, m1=m1, n1=n1, k1=k1, k0=s["k0"], m0=m1, n0=n1,
-               l0_order="mn", transpose_a=False, transpose_b=False, a_l1=buffers.a_l1,
+               l0_order="mn", transpose_a=False,
+               transpose_b=weights_transposed(wl.nodes[conv.args[1]]), a_l1=buffers.a_l1,
                b_l1=buffers.b_l1, l0a=buffers.l0a, l0b=buffers.l0b, l0c=buffers.l0c,
                emitter=buffers.emitter, gm_in=gm_in, gm_out=gm_out, sh=sh, ci=ci,
                pixels=pixels, zero_sym=gm_in[zero.attr("input")] if zero is not None else -1,
                filter_rows=s["im2col"] == "filter_row")
-    # work units (batch, m block, n block, K from, K to): the whole reduction per block
+    # work units (group, m block, n block, K from, K to): the whole reduction per block
     units = np.array([(*blk, 0, sh.red) for blk in blocks], dtype=np.int64).reshape(-1, 5)
     streams = []
     for core in range(s["cores"]):
@@ -220,7 +234,8 @@ class _Ctx(CubeLoop):
         mcur, ncur = self.extents(c)
         a_addr, b_addr = self.a_l1.addr(c.index), self.b_l1.addr(c.index)
         x_sym, x_cs = self.gm_in[x.attr("input")], x.attr("strides")[3]
-        for cp in im2col_copies(self.sh, x.attr("offset"), x.attr("strides"), c.m_at, mcur,
+        x_at = x.attr("offset") + c.batch * self.sh.c * x_cs   # the group's first channel
+        for cp in im2col_copies(self.sh, x_at, x.attr("strides"), c.m_at, mcur,
                                 c.k_at, c.kcur, self.filter_rows):
             addr = a_addr + (cp.row * self.k1 + cp.col) * self.isz
             if cp.src is not None:
@@ -234,17 +249,24 @@ class _Ctx(CubeLoop):
                 src = Operand(Mem.GM, 0, cp.rows, cp.cols, 0, 0, gm=self.zero_sym)
             sb.emit(Op.COPY, dst, src, dtype=self.in_dt)
         b_rs, b_cs = w.attr("strides")
-        dst = Operand(self.b_l1.mem, b_addr, c.kcur, ncur, self.n1)
-        src = Operand(Mem.GM, w.attr("offset") + c.k_at * b_rs + c.n_at * b_cs, c.kcur, ncur,
-                      b_rs, b_cs, gm=self.gm_in[w.attr("input")])
+        n_at = c.batch * self.sh.k + c.n_at                    # the group's columns
+        at = w.attr("offset") + c.k_at * b_rs + n_at * b_cs
+        if self.transpose_b:  # KRSC weights as stored: L1 holds the tile as n1 x k1
+            dst = Operand(self.b_l1.mem, b_addr, ncur, c.kcur, self.k1)
+            src = Operand(Mem.GM, at, ncur, c.kcur, b_cs, b_rs, gm=self.gm_in[w.attr("input")])
+        else:
+            dst = Operand(self.b_l1.mem, b_addr, c.kcur, ncur, self.n1)
+            src = Operand(Mem.GM, at, c.kcur, ncur, b_rs, b_cs, gm=self.gm_in[w.attr("input")])
         sb.emit(Op.COPY, dst, src, dtype=self.in_dt)
 
     def drain(self, sb: StreamBuilder, c: Chunk, c_op: Operand) -> None:
-        """L0C -> GM (the NHWC output is the GEMM's [M, K]), or -> UB and the epilogue."""
+        """L0C -> GM (the NHWC output is the GEMM's [M, K]; a group's, its columns), or
+        -> UB and the epilogue."""
         mcur, ncur = self.extents(c)
+        n_at, width = c.batch * self.sh.k + c.n_at, self.sh.k_total
         if self.emitter is None:
-            out = Operand(Mem.GM, c.m_at * self.sh.k + c.n_at, mcur, ncur, self.sh.k, 1,
+            out = Operand(Mem.GM, c.m_at * width + n_at, mcur, ncur, width, 1,
                           gm=self.gm_out[self.ci])
             sb.emit(Op.COPY, out, c_op, dtype=self.out_dt, sdtype=self.acc_dt)
             return
-        self.drain_to_epilogue(sb, self.ci, Tile(c.m_at, mcur, c.n_at, ncur), c.blk, c_op)
+        self.drain_to_epilogue(sb, self.ci, Tile(c.m_at, mcur, n_at, ncur), c.blk, c_op)

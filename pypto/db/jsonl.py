@@ -20,8 +20,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -118,24 +116,20 @@ def _iso(t: datetime | None) -> str | None:
 
 
 def export_records(store: ScheduleStore, path: Path) -> int:
-    """Write every record of ``store`` to ``path`` (atomically: a temporary file renamed),
-    grouped by workload, target and model version, fewest cycles first."""
+    """Write every record of ``store`` to ``path`` (whole or not at all, with the mode any
+    file the user writes gets: ``pypto.db.atomic``), grouped by workload, target and model
+    version, fewest cycles first."""
+    from pypto.db.atomic import atomic_write
+
     infos = {w.key: w for w in store.workloads()}
     runs = {r.id: r for r in store.runs()}
     count = 0
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            for record in store.iter_records():
-                run = runs.get(record.run_id) if record.run_id is not None else None
-                line = record_to_json(record, infos[record.workload_key], run)
-                out.write(json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n")
-                count += 1
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(path) as out:
+        for record in store.iter_records():
+            run = runs.get(record.run_id) if record.run_id is not None else None
+            line = record_to_json(record, infos[record.workload_key], run)
+            out.write(json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n")
+            count += 1
     return count
 
 

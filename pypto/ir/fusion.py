@@ -21,7 +21,7 @@ from pypto.ir.graph import ELEMENTWISE, Node
 # Op families a fuse= pattern may name, with their aliases.
 _FUSE_NAMES = {"conv": "conv2d", "conv2d": "conv2d", "matmul": "matmul", "gemm": "matmul"}
 # Graph ops of each producer family.
-_PRODUCER_OPS = {"conv2d": ("conv2d", "conv2d_nhwc"), "matmul": ("matmul",)}
+_PRODUCER_OPS = {"conv2d": ("conv2d", "conv2d_nhwc", "conv2d_nchw"), "matmul": ("matmul",)}
 #: The workload attribute of a fusion the kernel forces.
 FORCED_ATTR = ("fusion", "forced")
 

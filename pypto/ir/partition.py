@@ -17,6 +17,8 @@ from typing import Any
 from pypto.errors import LayoutError, UnsupportedError
 from pypto.ir.fusion import FORCED_ATTR, FusePolicy, check_forced
 from pypto.ir.graph import ASM_OUTPUT, ELEMENTWISE, INLINE_ASM, REDUCTIONS, VIEW_OPS, Graph, Node
+from pypto.ir.movement import FAMILY as MOVEMENT
+from pypto.ir.movement import MOVEMENT_OPS
 from pypto.ir.raw import raw_workload
 from pypto.ir.views import View, contiguous_strides
 from pypto.ir.workload import RAW, TensorSpec, WNode, Workload
@@ -185,7 +187,7 @@ class _Partitioner:
             g = self.new_group(n.op, n.shape)
             self.add_member(g, n, "col", {i: self.views[o] for i, o in enumerate(n.inputs)})
             return
-        if n.op in ("conv2d", "conv2d_nhwc"):
+        if n.op in ("conv2d", "conv2d_nhwc", "conv2d_nchw"):
             self.place_conv(n)
             return
         if n.op in ELEMENTWISE and self.join_conv_transposed(n):
@@ -215,7 +217,9 @@ class _Partitioner:
     def place_conv(self, n: Node) -> None:
         """A ``conv2d_nhwc`` starts a conv2d workload. Operands whose last axis (C of the
         input, K of the weight matrix) is not contiguous are copied first: that copy is
-        the layout conversion (NCHW -> NHWC, KCRS -> RSCK)."""
+        the layout conversion (NCHW -> NHWC, KCRS -> RSCK); weights whose matrix is the
+        transpose of a row-major one (KRSC) are read as stored. ``conv2d_nchw`` reads
+        its NCHW input and ``[K, C*R*S]`` weights as they lie."""
         if n.op == "conv2d":
             raise UnsupportedError(f"conv2d with groups={n.attr('groups')} (a grouped or "
                                    "depthwise convolution) has no NPU lowering: the NPU "
@@ -224,7 +228,8 @@ class _Partitioner:
         loads = {}
         for i, o in enumerate(n.inputs):
             v = self.views[o]
-            if i < 2 and v.strides[-1] != 1 and v.shape[-1] > 1:
+            weights_as_stored = i == 1 and n.op == "conv2d_nhwc" and v.strides[-2] == 1
+            if i < 2 and v.strides[-1] != 1 and v.shape[-1] > 1 and not weights_as_stored:
                 copy = self.materialize(v, self.nodes[v.base])
                 if i == 0:
                     self.nodes[copy] = replace(self.nodes[copy], layout="NHWC")
@@ -303,11 +308,15 @@ class _Partitioner:
                 self.views[n.id] = self.resolve_view(n)
             elif n.op == INLINE_ASM:
                 self.place_raw(n)
+            elif n.op in MOVEMENT_OPS:  # a data movement workload of its own
+                self.views[n.id] = View.whole(n.id, n.shape)
+                self.add_member(self.new_group(MOVEMENT, n.shape), n, "col",
+                                {i: self.views[o] for i, o in enumerate(n.inputs)})
             elif n.op == ASM_OUTPUT:
                 self.views[n.id] = View.whole(n.id, n.shape)
                 self.add_member(self.group_of[n.inputs[0]], n, "col", {})
             elif n.op in ELEMENTWISE or n.op in REDUCTIONS or n.op in (
-                    "matmul", "conv2d", "conv2d_nhwc"):
+                    "matmul", "conv2d", "conv2d_nhwc", "conv2d_nchw"):
                 self.views[n.id] = View.whole(n.id, n.shape)
                 self.place(n)
             else:

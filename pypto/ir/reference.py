@@ -80,19 +80,31 @@ def _eval(n: Node, graph: Graph, v: dict[int, Any], inputs: list[np.ndarray],
     if n.op == "broadcast_to":
         return np.broadcast_to(args[0], n.shape)
     if n.op == "slice":
-        index = tuple(slice(b, e, s) for b, e, s in zip(n.attr("begin"), n.attr("end"),
-                                                           n.attr("step")))
+        # a reversed slice that runs past index 0 ends at -1: no end, for Python
+        index = tuple(slice(b, e if e >= 0 else None, s)
+                      for b, e, s in zip(n.attr("begin"), n.attr("end"), n.attr("step")))
         return args[0][index]
+    if n.op == "concatenate":
+        return np.concatenate(args, axis=n.attr("axis")).astype(dt)
+    if n.op == "pad":
+        return np.pad(args[0], n.attr("pads"), constant_values=n.attr("value")).astype(dt)
     if n.op == "conv2d":
         return conv2d_reference(args[0], args[1], n.attr("stride"), n.attr("padding"),
                                 n.attr("dilation"), n.attr("groups")).astype(dt)
-    if n.op == "conv2d_nhwc":  # NHWC input, [R*S*C, K] weights (a third input: zeros)
+    if n.op == "conv2d_nhwc":  # NHWC input, [R*S*C/groups, K] weights (a third: zeros)
         x, w = args[0], args[1]
         r, s = n.attr("kernel")
-        kcrs = w.reshape(r, s, x.shape[3], w.shape[1]).transpose(3, 2, 0, 1)
+        groups = n.attr("groups", 1)
+        kcrs = w.reshape(r, s, x.shape[3] // groups, w.shape[1]).transpose(3, 2, 0, 1)
         out = conv2d_reference(x.transpose(0, 3, 1, 2), kcrs, n.attr("stride"),
-                               n.attr("padding"), n.attr("dilation"), 1)
+                               n.attr("padding"), n.attr("dilation"), groups)
         return out.transpose(0, 2, 3, 1).astype(dt)
+    if n.op == "conv2d_nchw":  # NCHW input, [K, C*R*S] weights (a third input: zeros)
+        x, w = args[0], args[1]
+        r, s = n.attr("kernel")
+        kcrs = w.reshape(w.shape[0], x.shape[1], r, s)
+        return conv2d_reference(x, kcrs, n.attr("stride"), n.attr("padding"),
+                                n.attr("dilation"), 1).astype(dt)
     raise UnsupportedError(f"the CPU reference has no rule for op {n.op!r}")
 
 

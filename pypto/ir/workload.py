@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-FAMILIES = ("matmul", "vector", "conv2d")
+FAMILIES = ("matmul", "vector", "conv2d", "movement")
 #: The family of a raw block (``pypto.inline_asm``): run as written, never tuned.
 RAW = "raw"
 
@@ -142,6 +142,8 @@ class Workload:
                 total += 2 * math.prod(n.shape) * k
             elif n.op == "conv2d_nhwc":  # weights are [R*S*C, K]
                 total += 2 * math.prod(n.shape) * self.nodes[n.args[1]].shape[0]
+            elif n.op == "conv2d_nchw":  # weights are [K, C*R*S]
+                total += 2 * math.prod(n.shape) * self.nodes[n.args[1]].shape[1]
             elif n.op != "load":
                 total += math.prod(self.nodes[n.args[0]].shape if n.args else n.shape)
         return total

@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pypto.schedule_space import cube_cost, fusion
+from pypto.schedule_space import conv_depthwise, cube_cost, fusion
 from pypto.schedule_space.chain import Chain, analyze
 from pypto.schedule_space.common import (
     MAX_DEPTH,
@@ -38,6 +37,7 @@ from pypto.schedule_space.common import (
     round_up,
     tile_sizes,
 )
+from pypto.schedule_space.conv_shape import ConvShape
 from pypto.schedule_space.cube import (
     CubeWork,
     k_multiple,
@@ -46,7 +46,7 @@ from pypto.schedule_space.cube import (
     valid_or_refuse,
 )
 from pypto.schedule_space.cube import memory_uses as memory_uses_of
-from pypto.schedule_space.memory import RoleUse, memory_constraints
+from pypto.schedule_space.memory import RoleUse, memory_constraints, slot
 from pypto.schedule_space.memory import footprints as role_footprints
 from pypto.schedule_space.schedule import Schedule
 from pypto.schedule_space.space import Axis, Constraint, Space
@@ -60,50 +60,29 @@ IM2COL = ("tap", "filter_row")
 MAX_M1 = 512  # pixels per block, as matmul's m1
 
 
-@dataclass(frozen=True)
-class ConvShape:
-    """A conv2d workload's geometry: NHWC input, ``[R*S*C, K]`` weights, NHWC output."""
-
-    n: int
-    h: int
-    w: int
-    c: int
-    k: int
-    r: int
-    s: int
-    oh: int
-    ow: int
-    stride: tuple[int, int]
-    padding: tuple[int, int]
-    dilation: tuple[int, int]
-    dtype: str          # operand dtype
-    epilogue: bool      # elementwise ops after the conv (computed on UB)
-
-    @property
-    def m(self) -> int:
-        """GEMM rows: output pixels."""
-        return self.n * self.oh * self.ow
-
-    @property
-    def red(self) -> int:
-        """GEMM reduction: ``R * S * C``."""
-        return self.r * self.s * self.c
+CONV_OPS = ("conv2d_nhwc", "conv2d_nchw")
 
 
 def conv_index(wl: Workload) -> int:
-    return next(i for i, n in enumerate(wl.nodes) if n.op == "conv2d_nhwc")
+    return next(i for i, n in enumerate(wl.nodes) if n.op in CONV_OPS)
 
 
 def shape_of(wl: Workload) -> ConvShape:
     node = wl.nodes[conv_index(wl)]
     x, w = wl.nodes[node.args[0]], wl.nodes[node.args[1]]
-    n, h, wd, c = x.shape
     r, s = node.attr("kernel")
-    _, oh, ow, k = node.shape
-    epilogue = any(n.op not in ("load", "conv2d_nhwc") for n in wl.nodes)
-    return ConvShape(n, h, wd, c, k, r, s, oh, ow, tuple(node.attr("stride")),
-                     tuple(node.attr("padding")), tuple(node.attr("dilation")), w.dtype,
-                     epilogue)
+    if node.op == "conv2d_nchw":
+        n, c, h, wd = x.shape
+        _, k, oh, ow = node.shape
+    else:
+        n, h, wd, c = x.shape
+        _, oh, ow, k = node.shape
+    groups = node.attr("groups", 1)
+    epilogue = any(n.op not in ("load", *CONV_OPS) for n in wl.nodes)
+    return ConvShape(n, h, wd, c // groups, k // groups, r, s, oh, ow,
+                     tuple(node.attr("stride")), tuple(node.attr("padding")),
+                     tuple(node.attr("dilation")), w.dtype, epilogue, groups,
+                     "NCHW" if node.op == "conv2d_nchw" else "NHWC")
 
 
 def epilogue_chain(wl: Workload) -> Chain | None:
@@ -120,11 +99,73 @@ def epilogue_chain(wl: Workload) -> Chain | None:
 
 def filter_row_copies_possible(wl: Workload) -> bool:
     """Whether the taps of a filter row read one contiguous run of the input: dilation_w
-    1, more than one tap per row, and the input's ``(w, c)`` contiguous."""
+    1, more than one tap per row, the input's ``(w, c)`` contiguous and one group."""
     sh = shape_of(wl)
+    if sh.layout == "NCHW":
+        return False
     x = wl.nodes[wl.nodes[conv_index(wl)].args[0]]
     _, _, s_w, s_c = x.attr("strides")
-    return sh.dilation[1] == 1 and sh.s > 1 and s_c == 1 and s_w == sh.c
+    return sh.dilation[1] == 1 and sh.s > 1 and s_c == 1 and s_w == sh.c and sh.groups == 1
+
+
+def im2col_axis(wl: Workload, target: Target) -> Axis:
+    if shape_of(wl).layout == "NCHW":
+        staged = staging_possible(wl, target)
+        return Axis("im2col", ("tap", "staged") if staged else ("tap",),
+                    "im2col^T rows per tap straight from GM (runs of an output row's "
+                    "pixels), or staged: the chunk's input rows into UB in long runs, "
+                    "the taps from there to L1",
+                    "" if staged else "im2col='staged' needs a UB->L1 path on the target "
+                    "and an input whose (h, w) are contiguous; use 'tap'")
+    return Axis("im2col", IM2COL if filter_row_copies_possible(wl) else IM2COL[:1],
+                "A-tile copies per tap, or per filter row (taps s..s' at once)",
+                "" if filter_row_copies_possible(wl) else
+                "im2col='filter_row' needs dilation_w 1, a kernel wider than 1 and an input "
+                "with (w, c) contiguous; use 'tap'")
+
+
+def staging_possible(wl: Workload, target: Target) -> bool:
+    """An NCHW conv can stage its input rows in UB: the target has a UB -> L1 path and
+    the input's rows of a channel are contiguous."""
+    sh = shape_of(wl)
+    x = wl.nodes[wl.nodes[conv_index(wl)].args[0]]
+    _, _, s_h, s_w = x.attr("strides")
+    return sh.layout == "NCHW" and s_w == 1 and s_h == sh.w and target.has_path(
+        target.role("vector").name, target.role("stage").name)
+
+
+def stage_bytes(sh: ConvShape, k: Any) -> int:
+    """UB bytes that one staged chunk of an NCHW conv may need (an upper bound): the
+    chunk's channels x the input rows its block's output rows read, per image the
+    block reaches."""
+    if k["im2col"] != "staged":
+        return 0
+    from pypto.ir.dtypes import BY_NAME
+
+    pixels = block_pixels(sh, k)
+    taps = sh.r * sh.s
+    channels = min(sh.c, math.ceil(k["k1"] / taps) + 1)
+    images = min(sh.n, math.ceil(pixels / (sh.oh * sh.ow)) + 1)
+    out_rows = min(sh.oh, math.ceil(pixels / sh.ow) + 1)
+    in_rows = min(sh.h, (out_rows - 1) * sh.stride[0] + (sh.r - 1) * sh.dilation[0] + 1)
+    return channels * images * in_rows * sh.w * BY_NAME[sh.dtype].itemsize
+
+
+def fix_relu_tail(wl: Workload) -> bool:
+    """Whether the tail is one ReLU of the conv's result (FIX applies it on the way
+    out of L0C)."""
+    tail = [n for n in wl.nodes if n.op not in ("load", *CONV_OPS)]
+    ci = conv_index(wl)
+    return len(tail) == 1 and tail[0].op == "relu" and tail[0].args == (ci,) and \
+        ci not in wl.outputs
+
+
+def unfused_nchw(wl: Workload) -> dict[str, Any]:
+    """``fuse_tail=False`` where reading NCHW leaves a tail no way to fuse."""
+    if shape_of(wl).layout == "NCHW" and epilogue_chain(wl) is not None and \
+            not fix_relu_tail(wl):
+        return {"fuse_tail": False}
+    return {}
 
 
 def block_pixels(sh: ConvShape, s: Schedule | dict[str, Any]) -> int:
@@ -133,8 +174,16 @@ def block_pixels(sh: ConvShape, s: Schedule | dict[str, Any]) -> int:
 
 
 def num_blocks(wl: Workload, s: Schedule | dict[str, Any]) -> int:
+    """Output blocks (of every group); a depthwise conv on the vector unit: its tiles."""
     sh = shape_of(wl)
-    return math.ceil(sh.m / block_pixels(sh, s)) * math.ceil(sh.k / s["n1"])
+    if conv_depthwise.is_vector(s):
+        return conv_depthwise.num_tiles(sh, s)
+    return cube_blocks(sh, s)
+
+
+def cube_blocks(sh: ConvShape, s: Schedule | dict[str, Any]) -> int:
+    """Output blocks of the cube's GEMMs (of every group)."""
+    return sh.groups * math.ceil(sh.m / block_pixels(sh, s)) * math.ceil(sh.k / s["n1"])
 
 
 def program_work(wl: Workload, s: Schedule | dict[str, Any]) -> CubeWork:
@@ -147,26 +196,45 @@ def program_work(wl: Workload, s: Schedule | dict[str, Any]) -> CubeWork:
     pixels = block_pixels(sh, s)
     rows = min(pixels, math.ceil(pixels / sh.ow) + (0 if s["row_block"] else 1))
     taps = min(sh.r * sh.s, math.ceil(s["k1"] / sh.c) + 1)
+    if sh.layout == "NCHW":  # a DMA per tap (all the chunk's channels) and output row
+        taps = min(sh.r * sh.s, s["k1"])
     pieces = 1 + 2 * min(sh.s, 2 * sh.padding[1]) / sh.s    # taps that reach the padding
-    tail = sum(n.op not in ("load", "conv2d_nhwc") for n in wl.nodes)
-    return CubeWork(blocks=num_blocks(wl, s), chunks=math.ceil(sh.red / s["k1"]),
+    tail = sum(n.op not in ("load", *CONV_OPS) for n in wl.nodes)
+    return CubeWork(blocks=cube_blocks(sh, s), chunks=math.ceil(sh.red / s["k1"]),
                     l1_copies=1 + math.ceil(taps * rows * pieces),
                     steps=math.ceil(s["k1"] / s["k0"]), m0_parts=1, n0_parts=1,
                     drain=2 + tail if tail else 1)
 
 
 def complete(wl: Workload, s: Schedule) -> Schedule:
-    """``s`` with ``block_order`` (neutral: ``"mn"``) and ``im2col`` (``"tap"``) filled
-    in when missing."""
-    neutral = {"block_order": "mn", "im2col": "tap", **fusion.neutral(wl)}
+    """``s`` with ``block_order`` (neutral: ``"mn"``), ``im2col`` (``"tap"``) and a
+    depthwise conv's engine (``"cube"``) filled in when missing."""
+    neutral = {"block_order": "mn", "im2col": "tap", **fusion.neutral(wl),
+               **conv_depthwise.neutral(shape_of(wl))}
     missing = {k: v for k, v in neutral.items() if k not in s}
     return s.replace(**missing) if missing else s
 
 
 def memory_uses(wl: Workload, target: Target) -> list[RoleUse]:
     """The buffers of every memory role (``cube.memory_uses``: whole-block MMADs, the
-    epilogue in UB)."""
-    return memory_uses_of(target, shape_of(wl).dtype, epilogue_chain(wl))
+    epilogue in UB). Reading NCHW, the GEMM is transposed (channels x pixels: the
+    ``n1`` channels are L0A's rows, the ``m1`` pixels L0B's columns) and nothing goes
+    through UB (a ReLU tail is applied by FIX, others run as a pass of their own)."""
+    sh = shape_of(wl)
+    if sh.layout != "NCHW":
+        return memory_uses_of(target, sh.dtype, epilogue_chain(wl))
+
+    def swapped(k: Any) -> dict[str, Any]:
+        return {**k, "m1": k["n1"], "n1": k["m1"]}
+    uses = [RoleUse(u.role, u.axes, lambda k, u=u: u.nbytes(swapped(k)),
+                    lambda k, u=u: u.what(swapped(k)))
+            for u in memory_uses_of(target, sh.dtype, None)]
+    if staging_possible(wl, target):
+        uses.append(RoleUse(
+            "vector", ("im2col", "row_block", "m1", "k1", "l1_depth"),
+            lambda k: k["l1_depth"] * slot(target, "vector", stage_bytes(sh, k)),
+            lambda k: f"the staged input rows of k1={k['k1']} x l1_depth={k['l1_depth']}"))
+    return uses
 
 
 def footprints(wl: Workload, s: Any, target: Target) -> dict[str, int]:
@@ -194,13 +262,32 @@ def row_blocks(sh: ConvShape, fm: int) -> tuple[int, ...]:
 def _block_cost(sh: ConvShape, pixels: int, m1: int, n1: int, cube_cores: int) -> int:
     """Waves of blocks over the cores x (block rows + 64): a block costs about its
     rows, plus fixed costs worth 64 rows (fitted to simulated ResNet-50 layers)."""
-    blocks = math.ceil(sh.m / pixels) * math.ceil(sh.k / n1)
+    blocks = sh.groups * math.ceil(sh.m / pixels) * math.ceil(sh.k / n1)
     cores = core_choice(min(cube_cores, blocks), cube_cores)
     return math.ceil(blocks / cores) * (m1 + 64)
 
 
 def default(wl: Workload, target: Target, within: Space | None = None) -> Schedule:
-    """The schedule an untuned compile gets, chosen as matmul's (``matmul.default``)
+    """The schedule an untuned compile gets: ``cube_default``; for a depthwise conv, the
+    vector engine's default tile (``conv_depthwise.default_knobs``, its tail then in a
+    pass of its own) when it fits, since one channel per group leaves 15/16 of the
+    cube's fractal idle (``benchmarks/grouped_conv.py`` measures both defaults on
+    MobileNet-style layers)."""
+    space = within or build_space(wl, target)
+    cube = cube_default(wl, target, space)
+    sh = shape_of(wl)
+    knobs = conv_depthwise.default_knobs(sh, target) if \
+        conv_depthwise.vector_possible(sh) else None
+    if knobs is not None:
+        tail = {"fuse_tail": False, "ub_depth": 2} if "fuse_tail" in space.axes else {}
+        s = cube.replace(engine="vector", **knobs, **tail)
+        if not space.validate(s):
+            return s
+    return cube
+
+
+def cube_default(wl: Workload, target: Target, within: Space | None = None) -> Schedule:
+    """The cube's schedule an untuned compile gets, chosen as matmul's (``matmul.default``)
     over the implicit GEMM ``[N*OH*OW, R*S*C] x [R*S*C, K]``: the best of a small set
     of candidates by ``cube_cost.estimate`` from the target's figures, the first in
     estimated order that the space's constraints accept.
@@ -224,16 +311,17 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
     r = cube_cost.rates(target, sh.dtype)
     fm, fk, fn = target.fractal(sh.dtype)
     chain = epilogue_chain(wl)
-    tail_ops = [n.op for n in wl.nodes if n.op not in ("load", "conv2d_nhwc")]
+    tail_ops = [n.op for n in wl.nodes if n.op not in ("load", *CONV_OPS)]
     problem = cube_cost.CubeProblem(
-        batch=1, m=sh.m, n=sh.k, k=sh.red, dtype=sh.dtype, out_dtype=sh.dtype,
-        a_bytes=sh.n * sh.h * sh.w * sh.c * r.isz, b_bytes=sh.red * sh.k * r.isz,
+        batch=sh.groups, m=sh.m, n=sh.k, k=sh.red, dtype=sh.dtype, out_dtype=sh.dtype,
+        a_bytes=sh.n * sh.h * sh.w * sh.c_total * r.isz,
+        b_bytes=sh.red * sh.k_total * r.isz,
         epilogue_cycles=0.0 if chain is None else
         cube_cost.epilogue_cycles(target, tail_ops, sh.dtype))
     im2col = "filter_row" if sh.stride[1] > 1 and filter_row_copies_possible(wl) else "tap"
     base = Schedule(row_block=0, m1=0, n1=0, k1=0, k0=0, l1_depth=2, l0_depth=2,
                     l0c_depth=2, ub_depth=2, cores=1, block_order="mn", im2col=im2col,
-                    **fusion.neutral(wl))
+                    **{**fusion.neutral(wl), **unfused_nchw(wl)}, **conv_depthwise.neutral(sh))
     axes = space.axes
     ks = cube_cost.k_tiles(fk, axes["k0"].choices, axes["k1"].choices)
     ub_depths = (2, 1) if chain is not None else (2,)
@@ -244,7 +332,7 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
     def tiles(rb: int, m1: int, pixels: int, n1: int, k0: int, k1: int, cores: int,
               depths: tuple[int, int, int]) -> cube_cost.Tiles:
         a_rows, a_run = _a_runs(sh, im2col, rb, pixels, k1)
-        b_rows, b_run = (1, k1 * n1) if n1 >= sh.k else (k1, n1)
+        b_rows, b_run = (1, k1 * n1) if n1 >= sh.k_total else (k1, n1)
         return cube_cost.Tiles(m1, n1, k0, k1, *depths, 1, cores, a_rows, a_run, b_rows,
                                b_run, m_block=pixels)
 
@@ -263,7 +351,7 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
     candidates = []
     for rb, m1, pixels in blocks_m:
         for n1 in (c for c in axes["n1"].choices if c <= cube_cost.MAX_BLOCK):
-            blocks = math.ceil(sh.m / pixels) * math.ceil(sh.k / n1)
+            blocks = sh.groups * math.ceil(sh.m / pixels) * math.ceil(sh.k / n1)
             cores = core_choice(min(target.cube_cores, blocks), target.cube_cores)
             for k0, k1 in ks:
                 tile = (rb, m1, pixels, n1, k0, k1, cores)
@@ -289,10 +377,15 @@ def _a_runs(sh: ConvShape, im2col: str, row_block: int, pixels: int,
     """``(runs, elements per run)`` of one im2col A tile load: a run per pixel and tap
     (per filter row with filter-row copies) of the channels the chunk holds; with
     stride_w 1 and whole taps, the pixels of an output row are one run."""
+    if sh.layout == "NCHW":  # a run per reduction row and output row of the block
+        rows = (row_block or math.ceil(pixels / sh.ow) + 1) * min(k1, sh.red)
+        if sh.stride[1] == 1:
+            return rows, min(pixels, sh.ow)
+        return rows * min(pixels, sh.ow), 1     # stride_w > 1: element by element
     if im2col == "filter_row":
         return pixels * pieces(sh.red, k1, sh.s * sh.c), min(k1, sh.s * sh.c)
     taps = pieces(sh.red, k1, sh.c)
-    if sh.stride[1] == 1 and k1 >= sh.c:
+    if sh.stride[1] == 1 and k1 >= sh.c and sh.groups == 1:
         rows = row_block or math.ceil(pixels / sh.ow) + 1
         return rows * taps, min(pixels, sh.ow) * sh.c
     return pixels * taps, min(k1, sh.c)
@@ -321,7 +414,7 @@ def shrunk_default(wl: Workload, target: Target, space: Space) -> Schedule:
     im2col = "filter_row" if sh.stride[1] > 1 and filter_row_copies_possible(wl) else "tap"
     s = Schedule(row_block=row_block, m1=m1, n1=n1, k1=k1, k0=k0, l1_depth=2, l0_depth=2,
                  l0c_depth=2, ub_depth=2, cores=1, block_order="mn", im2col=im2col,
-                 **fusion.neutral(wl))
+                 **{**fusion.neutral(wl), **unfused_nchw(wl)}, **conv_depthwise.neutral(sh))
     acc = target.role("acc").name
     for _ in range(64):
         problems = space.check(s)
@@ -387,22 +480,20 @@ def build_space(wl: Workload, target: Target) -> Space:
         Axis("cores", core_choices(target.cube_cores), "cube cores sharing the output blocks"),
         Axis("block_order", BLOCK_ORDERS, "block walk: channels fastest (mn) or pixels "
                                           "fastest (nm)"),
-        Axis("im2col", IM2COL if filter_row_copies_possible(wl) else IM2COL[:1],
-             "A-tile copies per tap, or per filter row (taps s..s' at once)",
-             "" if filter_row_copies_possible(wl) else
-             "im2col='filter_row' needs dilation_w 1, a kernel wider than 1 and an input "
-             "with (w, c) contiguous; use 'tap'"),
+        im2col_axis(wl, target),
     ]
 
     def rows(k: dict[str, Any]) -> list[str]:
         return _row_block_check(sh, k["row_block"], k["m1"], fm)
 
     def core_count(k: dict[str, Any]) -> list[str]:
-        blocks = math.ceil(sh.m / block_pixels(sh, k)) * math.ceil(sh.k / k["n1"])
+        blocks = cube_blocks(sh, k)
         return [] if k["cores"] <= blocks else [
             f"cores={k['cores']} exceeds the {blocks} output blocks of m1={k['m1']} "
             f"(row_block={k['row_block']}) x n1={k['n1']}"]
 
+    if conv_depthwise.vector_possible(sh):
+        axes[len(fusion.axes(wl, target)):0] = conv_depthwise.axes(sh, target)
     constraints = [Constraint(("row_block", "m1"), rows),
                    *memory_constraints(target, memory_uses(wl, target), [a.name for a in axes]),
                    k_multiple(),
@@ -411,5 +502,12 @@ def build_space(wl: Workload, target: Target) -> Space:
                                    lambda k: program_work(wl, k))]
     if "fuse_tail" in {a.name for a in axes}:
         constraints.append(fusion.unfused_tail_constraint())
+    if conv_depthwise.vector_possible(sh):
+        constraints += conv_depthwise.constraints(sh, target, chain is not None)
+    if sh.layout == "NCHW" and chain is not None and not fix_relu_tail(wl):
+        constraints.append(Constraint(("fuse_tail",), lambda k: [] if k["fuse_tail"] is False
+                                      else ["reading NCHW, the conv's blocks are channels x "
+                                            "pixels: only a ReLU tail fuses (applied by FIX); "
+                                            "use fuse_tail=False"]))
     built = Space(wl, target, axes, constraints, lambda: default(wl, target, built))
     return built

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from pypto.ir.workload import Workload
     from pypto.targets import Target
 
-CUBE_OPS = ("matmul", "conv2d_nhwc")
+CUBE_OPS = ("matmul", "conv2d_nhwc", "conv2d_nchw")
 AXES = ("fuse_tail", "split_at")
 SHARE_ROWS = 64  # rows of one core's share that a one-pass chain should hold (at most)
 

@@ -223,9 +223,11 @@ def _strides(rows: int, cols: int, rs: int, cs: int, isz: int) -> tuple[int, int
 
 def execute(program: Program, target: Target, gm: list[np.ndarray]) -> None:
     """Run ``program``: ``gm[i]`` is the flat array of ``program.symbols[i]`` (updated)."""
+    from pypto.sim.check import check_work
     from pypto.sim.scalar import issue
 
     program = issue(program)
+    check_work(program, target)     # before any loop: a stride-0 operand may repeat forever
     if len(gm) != len(program.symbols):
         raise SimError(f"{program.name} needs {len(program.symbols)} GM tensors, got {len(gm)}")
     for i, (arr, sym) in enumerate(zip(gm, program.symbols)):

@@ -95,8 +95,13 @@ def conv2d(x: Any, weight: Any, stride: Any = 1, padding: Any = 0, dilation: Any
     GEMM's ``[N*OH*OW, K]``. Other layouts are views of these (transposes, reshapes);
     the partitioner turns those that are not plain strided reads into copy workloads,
     which is the automatic layout conversion (its time counts). Padding reads a
-    one-element zero constant. Grouped and depthwise convolutions keep the NCHW
-    ``conv2d`` op, which runs on the CPU reference only.
+    one-element zero constant. An NCHW input with KCRS weights, one group and stride_w
+    1 is read and written as it lies instead (``conv2d_nchw``: the GEMM transposed,
+    ``[K, C*R*S] x im2col^T``, with no conversion at all; ``conv2d_converted`` forces
+    the conversions, for comparison: ``benchmarks/layouts.py``). A grouped (or
+    depthwise) convolution is one GEMM per group: the weights ``[R*S*C/groups, K]``
+    hold group ``g``'s in columns ``g*K/groups ..``, and its reduction reads input
+    channels ``g*C/groups ..``.
 
     Example:
         >>> import pypto
@@ -105,6 +110,28 @@ def conv2d(x: Any, weight: Any, stride: Any = 1, padding: Any = 0, dilation: Any
         >>> pypto.conv2d(x, w, padding=1).shape
         (1, 4, 8, 8)
     """
+    return _conv2d(x, weight, stride, padding, dilation, groups, direct=True)
+
+
+@op
+def conv2d_converted(x: Any, weight: Any, stride: Any = 1, padding: Any = 0,
+                     dilation: Any = 1, groups: int = 1) -> Tensor:
+    """``conv2d`` that never reads NCHW directly: an NCHW input is converted to NHWC,
+    the weights to ``[R*S*C, K]`` and the result back, each a copy workload (what
+    ``conv2d`` did before it could read NCHW; kept for ``benchmarks/layouts.py``)."""
+    return _conv2d(x, weight, stride, padding, dilation, groups, direct=False)
+
+
+def direct_nchw(layout: str, weight: Tensor, groups: int, stride: tuple[int, int]) -> bool:
+    """Whether ``conv2d`` reads the NCHW input and KCRS weights as they lie: one group
+    and stride_w 1 (each tap's row of output pixels is then a contiguous run of an
+    input row; with stride_w > 1 it would be element by element, slower than the
+    conversion: ``benchmarks/layouts.py``)."""
+    return layout == "NCHW" and weight.layout != "NHWC" and groups == 1 and stride[1] == 1
+
+
+def _conv2d(x: Any, weight: Any, stride: Any, padding: Any, dilation: Any, groups: int,
+            direct: bool) -> Tensor:
     x = _as_tensor(x, dtypes.float16, "conv2d")
     w = _as_tensor(weight, x.dtype, "conv2d")
     layout = x.layout if x.layout in ("NHWC", "NC1HWC0") else "NCHW"
@@ -117,6 +144,17 @@ def conv2d(x: Any, weight: Any, stride: Any = 1, padding: Any = 0, dilation: Any
     dt = dtypes.promote(x.dtype, w.dtype)
     if dt.name not in _MATMUL_OUT:
         raise DTypeError(f"conv2d: float16, float32 or int8 operands only, got {dt.name}")
+    if direct and direct_nchw(layout, w, int(groups), s):
+        shape = infer.conv2d(x.shape, w.shape, s, p, d, 1)
+        k, c, kr, ks = w.shape
+        operands = [cast(x, dt), reshape(cast(w, dt), (k, c * kr * ks))]
+        if p != (0, 0):
+            from pypto.frontend.tensor import tensor
+
+            operands.append(tensor(np.zeros(1), dtype=dt))  # what padded taps read
+        return _record("conv2d_nchw", operands, {"stride": s, "padding": p, "dilation": d,
+                                                 "kernel": (kr, ks)},
+                       shape, _MATMUL_OUT[dt.name], "NCHW")
     if layout == "NC1HWC0":
         n, c1, h, wd, c0 = x.shape
         x_nhwc = _record("transpose", [x], {"axes": (0, 2, 3, 1, 4)}, (n, h, wd, c1, c0),
@@ -134,26 +172,17 @@ def conv2d(x: Any, weight: Any, stride: Any = 1, padding: Any = 0, dilation: Any
     kcrs_shape = (w.shape[0], w.shape[3], w.shape[1], w.shape[2]) if krsc else w.shape
     shape = infer.conv2d((n, c, h, wd), kcrs_shape, s, p, d, int(groups))
     out_dt = _MATMUL_OUT[dt.name]
-    k, _, kr, ks = kcrs_shape
-    if groups != 1:
-        xin = transpose(x_nhwc, (0, 3, 1, 2))
-        wk = cast(transpose(w, (0, 3, 1, 2)) if krsc else w, dt)
-        y = _record("conv2d", [xin, wk], {"stride": s, "padding": p, "dilation": d,
-                                          "groups": int(groups)}, shape, out_dt, "NCHW")
-        if layout == "NCHW":
-            return y
-        y = _record("transpose", [y], {"axes": (0, 2, 3, 1)},
-                    (n, shape[2], shape[3], k), out_dt, "NHWC")
-    else:
-        w_rsck = cast(transpose(w, (1, 2, 3, 0) if krsc else (2, 3, 1, 0)), dt)
-        operands = [x_nhwc, reshape(w_rsck, (kr * ks * c, k))]
-        if p != (0, 0):
-            from pypto.frontend.tensor import tensor
+    k, cg, kr, ks = kcrs_shape
+    w_rsck = cast(transpose(w, (1, 2, 3, 0) if krsc else (2, 3, 1, 0)), dt)
+    operands = [x_nhwc, reshape(w_rsck, (kr * ks * cg, k))]
+    if p != (0, 0):
+        from pypto.frontend.tensor import tensor
 
-            operands.append(tensor(np.zeros(1), dtype=dt))  # what padded taps read
-        y = _record("conv2d_nhwc", operands, {"stride": s, "padding": p, "dilation": d,
-                                              "kernel": (kr, ks)},
-                    (n, shape[2], shape[3], k), out_dt, "NHWC")
+        operands.append(tensor(np.zeros(1), dtype=dt))  # what padded taps read
+    attrs = {"stride": s, "padding": p, "dilation": d, "kernel": (kr, ks)}
+    if groups != 1:  # (absent for one group: the workload keys of plain convs stay)
+        attrs["groups"] = int(groups)
+    y = _record("conv2d_nhwc", operands, attrs, (n, shape[2], shape[3], k), out_dt, "NHWC")
     if layout == "NHWC":
         return y
     if layout == "NCHW":
