@@ -452,3 +452,18 @@ def test_a_password_with_an_unescaped_at_connects(tmp_path: Path) -> None:
     result = runner.invoke(app, ["db", "stats", "--db", url])
     assert result.exit_code == 0, result.output
     assert "r3t-Zq" not in result.output and "s3c" not in result.output
+
+
+def test_a_reader_that_goes_away_is_no_error(tmp_path: Path) -> None:
+    """``pypto db show KEY | head -2`` once ended in ``error: Broken pipe``."""
+    db = str(tmp_path / "x.db")
+    assert runner.invoke(app, ["db", "import", str(GEMM_LOG), "--db", db]).exit_code == 0
+    key = json.loads(GEMM_LOG.read_text().splitlines()[0])["workload"]["key"]
+    shown = subprocess.Popen([sys.executable, "-m", "pypto.cli", "db", "show", key[:12],
+                              "--db", db, "--limit", "500"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert shown.stdout is not None and shown.stderr is not None
+    assert shown.stdout.readline().startswith(b"workload")
+    shown.stdout.close()          # the reader goes away, as head does
+    assert shown.wait(timeout=120) in (0, 141)
+    assert shown.stderr.read() == b""
