@@ -144,7 +144,7 @@ class Campaign:
 
         with open_store(self.url) as store:
             claims = len(store.claims())
-            statuses = [r.status for r in store.runs()]
+            statuses = [r.status for r in sorted(store.runs(), key=lambda r: r.id)]
         running: set[tuple[int, int]] = set()
         storage = storage_for(self.url)
         if storage is not None:
