@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, select
 
 from pypto.db import models as m
-from pypto.db.location import sqlite_path
+from pypto.db.location import read_only_mount, sqlite_path
 from pypto.errors import DatabaseError
 
 BUSY_TIMEOUT_MS = 60_000
@@ -48,7 +48,18 @@ def schema_state(conn: Connection, display: str) -> str:
 def make_engine(url: str, dialect: str) -> Engine:
     if dialect == "postgresql":
         return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 10})
-    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+    path = sqlite_path(url)
+    if path is not None and path.exists() and read_only_mount(path):
+        # No -shm file can be made beside a WAL database on a read-only file system, so
+        # SQLite cannot open it at all ("unable to open database file"); nobody can
+        # write it there either, so it is opened as immutable: it can still be read.
+        import sqlite3
+
+        uri = f"{path.absolute().as_uri()}?mode=ro&immutable=1"
+        engine = create_engine("sqlite://", creator=lambda: sqlite3.connect(
+            uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False))
+    else:
+        engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
 
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn: Any, _record: Any) -> None:

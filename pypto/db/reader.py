@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from pypto.db.location import display_url, sqlite_path
+from pypto.db.location import display_url, read_only_mount, sqlite_path
 from pypto.db.records import CostModelBlob, Neighbor, Record
 from pypto.db.revision import SCHEMA_REVISION, VERSION_TABLE
 from pypto.db.rows import nearest_of, to_record, utc
@@ -111,8 +111,10 @@ class SQLiteReader:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None or self._pid != os.getpid():
-            # mode=ro: reading never changes the file (nor its journal mode)
-            self._conn = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=ro", uri=True,
+            # mode=ro: reading never changes the file (nor its journal mode); on a
+            # read-only file system a WAL file opens only as immutable (no -shm to make)
+            flags = "mode=ro&immutable=1" if read_only_mount(self.path) else "mode=ro"
+            self._conn = sqlite3.connect(f"{self.path.absolute().as_uri()}?{flags}", uri=True,
                                          timeout=60, check_same_thread=False,
                                          isolation_level=None)
             self._pid = os.getpid()
