@@ -99,6 +99,9 @@ def test_a_run_stopped_during_the_warm_start_ends_interrupted(
         assert (run.status, store.claims()) == ("interrupted", [])
         assert store.records() == []
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler   # restored
+    from pypto.tuner.interrupt import requested
+
+    assert requested() is None          # the next run in this process is not stopped
 
 
 def test_a_single_process_stopped_during_its_warm_start(
