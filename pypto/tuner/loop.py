@@ -276,7 +276,10 @@ class _Tuner:
         if res.default_cycles is None and default is not None:
             self.ledger.remember(prior_records(self.store, task))
             prior = self.ledger.get(default.key)
-            res.default_cycles = prior.cycles if prior else self.measurer(default).cycles
+            if prior is not None:
+                res.default_cycles = prior.cycles
+            elif res.status != "interrupted":     # a stopped run does not measure more
+                res.default_cycles = self.measurer(default).cycles
         if res.default_cycles is not None and (res.best_cycles is None
                                                or res.default_cycles < res.best_cycles):
             res.best_cycles, res.best_schedule = res.default_cycles, task.space.default()
