@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.faults import PG_ENV, ROOT, Campaign, gemm_script, pg_schema
 
@@ -214,6 +216,28 @@ def test_an_export_leaves_no_file_when_interrupted_and_respects_the_umask(
         f.write("again\n")
     assert (out.stat().st_mode & 0o777, out.read_text()) == (0o640, "again\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["logs.jsonl"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(mask=st.integers(0, 0o777), existing=st.none() | st.integers(0, 0o777))
+def test_an_exported_file_gets_the_mode_any_written_file_gets(mask: int,
+                                                             existing: int | None) -> None:
+    """As ``open(path, "w")`` would: the mode of the file it replaces, else 0666 less the
+    umask."""
+    import tempfile
+
+    from pypto.db.atomic import atomic_write
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "logs.jsonl"
+        if existing is not None:
+            out.write_text("old\n")
+            out.chmod(existing)
+        with _umask(mask), atomic_write(out) as f:
+            f.write("new\n")
+        want = existing if existing is not None else 0o666 & ~mask
+        assert out.stat().st_mode & 0o777 == want
+        assert [p.name for p in Path(tmp).iterdir()] == ["logs.jsonl"]
 
 
 @pytest.mark.parametrize("name", ["SIGTERM", "SIGKILL"])
