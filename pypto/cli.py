@@ -1,6 +1,7 @@
 """The ``pypto`` command line (Typer). Thin: parses, calls library functions, prints.
 
-Exit codes: 0 success; 1 bad input (a message on stderr, no traceback); 2 bad usage.
+Exit codes: 0 success; 1 bad input (a message on stderr, no traceback); 2 bad usage;
+130 and 143: ``pypto tune`` stopped by SIGINT or SIGTERM (what it measured is kept).
 """
 
 from __future__ import annotations

@@ -241,6 +241,14 @@ def read_only_uri(path: Path) -> str | None:
         return None
     uri = f"{path.absolute().as_uri()}?mode=ro"
     shm = path.with_name(path.name + "-shm")
-    if not os.access(directory, os.W_OK) and not shm.exists():
-        uri += "&immutable=1"
+    if read_only_mount(path) or (not os.access(directory, os.W_OK) and not shm.exists()):
+        uri += "&immutable=1"   # nobody can write it there: no -shm can be made or changed
     return uri
+
+
+def read_only_mount(path: Path) -> bool:
+    """Whether ``path`` lies on a file system mounted read-only."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False

@@ -126,9 +126,12 @@ def time_limit(seconds: float | None, path: str | Path) -> Iterator[None]:
         raise _OutOfTime
 
     old = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    faulthandler.dump_traceback_later(seconds + GRACE_S, exit=True)
     try:
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        # the process's real stderr: a redirected sys.stderr may have no file descriptor
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            faulthandler.dump_traceback_later(seconds + GRACE_S, exit=True,
+                                              file=sys.__stderr__ or sys.stderr)
         yield
     except _OutOfTime as exc:
         raise ScriptError(f"{_where(exc.__traceback__, Path(path))}: still running after "

@@ -177,7 +177,7 @@ def _command_line() -> str:
 
     if sys.argv[1:2] != ["tune"] and "tune" not in sys.argv[1:]:
         return ""
-    return mask_urls(shlex.join(["pypto", *sys.argv[1:]]))
+    return shlex.join(["pypto", *(mask_urls(arg) for arg in sys.argv[1:])])
 
 
 def _resume(file: Path, url: str, trials: int) -> str:

@@ -81,7 +81,8 @@ def catch_signals() -> Iterator[None]:
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
-        _STATE.installed, _STATE.allowed = False, 0
+        # the stop was this block's: a later run in this process starts afresh
+        _STATE.installed, _STATE.pending, _STATE.allowed = False, None, 0
 
 
 def requested() -> str | None:

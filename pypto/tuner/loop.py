@@ -178,6 +178,7 @@ class _Tuner:
                                 warm=self.options.warm)
             with heartbeat(store, self.worker):
                 self._requeue_dead(dead_here(store, *task.key, self.worker))
+                self._fail_orphans()
                 self._measure_default(default)
                 if self.options.transfer:
                     self._queue_transferred()
@@ -275,7 +276,10 @@ class _Tuner:
         if res.default_cycles is None and default is not None:
             self.ledger.remember(prior_records(self.store, task))
             prior = self.ledger.get(default.key)
-            res.default_cycles = prior.cycles if prior else self.measurer(default).cycles
+            if prior is not None:
+                res.default_cycles = prior.cycles
+            elif res.status != "interrupted":     # a stopped run does not measure more
+                res.default_cycles = self.measurer(default).cycles
         if res.default_cycles is not None and (res.best_cycles is None
                                                or res.default_cycles < res.best_cycles):
             res.best_cycles, res.best_schedule = res.default_cycles, task.space.default()
@@ -523,6 +527,18 @@ class _Tuner:
         if claims:
             self.res.requeued += self.strategy.requeue(claims)
 
+    def _fail_orphans(self) -> None:
+        """Fail the shared study's trials that dead workers asked for and never claimed
+        (``pypto.tuner.study.fail_orphans``)."""
+        from pypto.tuner.study import fail_orphans
+
+        if not self.shared:
+            return
+        name = self.strategy.study_name
+        claimed = {c.trial for c in self.store.claims(*self.task.key)
+                   if c.study == name and c.trial is not None}
+        fail_orphans(self.strategy.study, claimed)
+
     def _sync_with_peers(self) -> None:
         """Every ``SYNC_S``: learn what other processes recorded (in-memory study only: a
         shared study has it already) and free the claims of dead workers here."""
@@ -532,6 +548,7 @@ class _Tuner:
         if now - self.last_reap >= SYNC_S:
             self.last_reap = now
             self._requeue_dead(dead_here(self.store, *self.task.key, self.worker))
+            self._fail_orphans()
         if self.shared or self.res.measured_total <= len(self.ledger) \
                 or now - self.last_sync < SYNC_S:
             return

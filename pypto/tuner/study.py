@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 JOURNAL_SUFFIX = ".optuna-journal"
 #: a schedule re-queued this many times (its workers kept dying) is given up
 MAX_RETRY = 2
+#: seconds after which a RUNNING trial that no claim names is a dead worker's
+ORPHAN_AFTER_S = 10.0
 #: the user attribute that names a trial's schedule (warm starts skip what is there)
 SCHEDULE_ATTR = "schedule_key"
 #: the storages opened by this process, by journal path or server URL (a journal is read
@@ -235,6 +237,38 @@ def requeue(study: optuna.Study, task: Task, strategy: Strategy,
             study.enqueue_trial(encoded[0], user_attrs={"requeued_from": claim.worker})
             queued += 1
     return queued
+
+
+def fail_orphans(study: optuna.Study, claimed: set[int], *,
+                 older_than: float = ORPHAN_AFTER_S) -> int:
+    """Fail the RUNNING trials of ``study`` that no claim names (``claimed``: the trial
+    numbers of live claims) and that were asked more than ``older_than`` seconds ago;
+    return how many.
+
+    A worker killed between asking for a trial and claiming its schedule (on PostgreSQL
+    the ask and its suggestions take a good part of a trial) leaves a RUNNING trial that
+    no claim names, so ``requeue`` never sees it. A live worker claims within a second of
+    asking; such a trial is no one's after ``ORPHAN_AFTER_S``. Nothing was measured, so
+    it is failed, not re-queued."""
+    import datetime
+
+    import optuna
+    from optuna.exceptions import UpdateFinishedTrialError
+
+    now = datetime.datetime.now()
+    failed = 0
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        if t.number in claimed or t.datetime_start is None \
+                or (now - t.datetime_start).total_seconds() < older_than:
+            continue
+        try:
+            study._storage.set_trial_user_attr(t._trial_id, REASON_ATTR,
+                                               "asked by a worker that died before claiming it")
+            study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+            failed += 1
+        except (ValueError, KeyError, UpdateFinishedTrialError, RuntimeError):
+            continue        # finished meanwhile, or another worker failed it first
+    return failed
 
 
 def give_back(study: optuna.Study, trial: optuna.Trial) -> bool:
