@@ -124,6 +124,16 @@ def im2col_axis(wl: Workload, target: Target) -> Axis:
                 "with (w, c) contiguous; use 'tap'")
 
 
+def default_im2col(wl: Workload, target: Target) -> str:
+    """Filter-row copies where stride_w > 1 makes per-tap rows short separate bursts;
+    reading NCHW, staged input rows where the target can (an NCHW row of a narrow image
+    is a burst far shorter than the DMA's 512 B; ``benchmarks/layouts.py``)."""
+    sh = shape_of(wl)
+    if sh.layout == "NCHW":
+        return "staged" if staging_possible(wl, target) else "tap"
+    return "filter_row" if sh.stride[1] > 1 and filter_row_copies_possible(wl) else "tap"
+
+
 def staging_possible(wl: Workload, target: Target) -> bool:
     """An NCHW conv can stage its input rows in UB: the target has a UB -> L1 path and
     the input's rows of a channel are contiguous."""
@@ -318,7 +328,7 @@ def cube_default(wl: Workload, target: Target, within: Space | None = None) -> S
         b_bytes=sh.red * sh.k_total * r.isz,
         epilogue_cycles=0.0 if chain is None else
         cube_cost.epilogue_cycles(target, tail_ops, sh.dtype))
-    im2col = "filter_row" if sh.stride[1] > 1 and filter_row_copies_possible(wl) else "tap"
+    im2col = default_im2col(wl, target)
     base = Schedule(row_block=0, m1=0, n1=0, k1=0, k0=0, l1_depth=2, l0_depth=2,
                     l0c_depth=2, ub_depth=2, cores=1, block_order="mn", im2col=im2col,
                     **{**fusion.neutral(wl), **unfused_nchw(wl)}, **conv_depthwise.neutral(sh))
@@ -377,6 +387,13 @@ def _a_runs(sh: ConvShape, im2col: str, row_block: int, pixels: int,
     """``(runs, elements per run)`` of one im2col A tile load: a run per pixel and tap
     (per filter row with filter-row copies) of the channels the chunk holds; with
     stride_w 1 and whole taps, the pixels of an output row are one run."""
+    if sh.layout == "NCHW" and im2col == "staged":  # the chunk's channels' input rows
+        out_rows = row_block or math.ceil(pixels / sh.ow) + 1
+        in_rows = min(sh.h, (out_rows - 1) * sh.stride[0] + (sh.r - 1) * sh.dilation[0] + 1)
+        channels = min(sh.c, math.ceil(k1 / (sh.r * sh.s)) + 1)
+        if in_rows == sh.h:  # whole planes: the channels are one run
+            return 1, channels * in_rows * sh.w
+        return channels, in_rows * sh.w
     if sh.layout == "NCHW":  # a run per reduction row and output row of the block
         rows = (row_block or math.ceil(pixels / sh.ow) + 1) * min(k1, sh.red)
         if sh.stride[1] == 1:
@@ -411,7 +428,7 @@ def shrunk_default(wl: Workload, target: Target, space: Space) -> Schedule:
         row_block, m1, n1 = 0, min(128, round_up(sh.m, fm)), min(256, round_up(sh.k, fn))
     k0 = min(4 * fk, round_up(sh.red, fk))
     k1 = min(4 * k0, round_up(sh.red, k0))
-    im2col = "filter_row" if sh.stride[1] > 1 and filter_row_copies_possible(wl) else "tap"
+    im2col = default_im2col(wl, target)
     s = Schedule(row_block=row_block, m1=m1, n1=n1, k1=k1, k0=k0, l1_depth=2, l0_depth=2,
                  l0c_depth=2, ub_depth=2, cores=1, block_order="mn", im2col=im2col,
                  **{**fusion.neutral(wl), **unfused_nchw(wl)}, **conv_depthwise.neutral(sh))
