@@ -68,6 +68,10 @@ extensions = [
               extra_compile_args=["-O3"]),
     Extension("pypto.codegen._matmul", ["pypto/codegen/_matmul.pyx"], **NUMPY,
               extra_compile_args=["-O3"]),
+    Extension("pypto.codegen._vector", ["pypto/codegen/_vector.pyx"], **NUMPY,
+              extra_compile_args=["-O3"]),
+    Extension("pypto.sim._scan", ["pypto/sim/_scan.pyx"], **NUMPY,
+              extra_compile_args=["-O3"]),
     # The timing engine must round exactly like the Python reference: no fused
     # multiply-adds (a -march with FMA would otherwise let the compiler contract a*b+c).
     Extension("pypto.sim._engine", ["pypto/sim/_engine.pyx"], **NUMPY,

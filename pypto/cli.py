@@ -13,7 +13,7 @@ import typer
 
 from pypto import cli_output
 from pypto.cli_db import db_app
-from pypto.cli_output import LEVELS, GlobalOptionsGroup
+from pypto.cli_output import LEVELS, GlobalOptionsGroup, check_tune_options, writable_file
 from pypto.db.location import DEFAULT_HELP, display_url, locate
 from pypto.db.logs import import_pending
 from pypto.errors import PyptoError
@@ -150,6 +150,9 @@ def run(file: FileArg,
 
     if (html or trace) and not profile:
         raise fail("--html and --trace need --profile")
+    for path, option in ((html, "--html"), (trace, "--trace")):
+        if path is not None:  # before the script runs: it may run for minutes
+            writable_file(path, option)
     try:
         if not profile:
             run_script(file)
@@ -178,6 +181,7 @@ def report(db: Annotated[str | None, typer.Option(
            ) -> None:
     """Write the tuning report: one self-contained HTML page (summary table, best-so-far
     curves, all trials, parameter importance, top schedules, roofline)."""
+    writable_file(output, "--output")
     _write_report(db, target, workload or [], output)
 
 
@@ -207,7 +211,8 @@ def dashboard(db: Annotated[str | None, typer.Option(
                   help="Schedule database URL (default: $PYPTO_DB, else "
                        "tuning_logs/pypto.db).")] = None,
               host: Annotated[str, typer.Option(help="Address to serve on.")] = "127.0.0.1",
-              port: Annotated[int, typer.Option(help="Port to serve on.")] = 8080) -> None:
+              port: Annotated[int, typer.Option(help="Port to serve on.", min=1,
+                                                max=65535)] = 8080) -> None:
     """Open the database's Optuna studies in optuna-dashboard (pip install
     optuna-dashboard): a study per workload and target, trials with real schedule values."""
     from pypto.tuner.dashboard import run_dashboard
@@ -261,14 +266,10 @@ def tune(file: FileArg, kernel: KernelOpt = None, target: TargetOpt = None,
     """Tune the schedules of the workloads FILE runs; results go to the database."""
     from pypto.tuner.cli import run_tune
 
-    if trials < 1:
-        raise fail(f"--trials must be at least 1, got {trials}")
-    if workers < 1:
-        raise fail(f"--workers must be at least 1, got {workers}")
-    if timeout is not None and timeout <= 0:
-        raise fail(f"--timeout must be positive, got {timeout:g}")
-    if early_stopping is not None and early_stopping < 1:
-        raise fail(f"--early-stopping must be at least 1, got {early_stopping}")
+    check_tune_options(trials=trials, workers=workers, timeout=timeout,
+                       early_stopping=early_stopping, seed=seed)
+    if report is not None:
+        writable_file(report, "--report")
     # the database as the script finds it when it runs (pypto.db.location), said once
     where = locate(db, script=file)
     logging.getLogger("pypto.cli").info("database %s (%s)", display_url(where.url), where.why)

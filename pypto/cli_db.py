@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from pypto.cli_output import echo
 from pypto.db.location import DEFAULT_HELP
 from pypto.errors import PyptoError
 
@@ -37,6 +38,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document i
 def _echo_json(value: object) -> None:
     import json
 
+    # json escapes every control character: the text is printable as it is
     typer.echo(json.dumps(value, indent=2, sort_keys=True))
 
 
@@ -51,7 +53,7 @@ def _record_json(record, workload) -> dict:  # type: ignore[no-untyped-def]
 
 
 def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
+    echo(f"error: {message}", err=True)
     return typer.Exit(1)
 
 
@@ -113,32 +115,32 @@ def stats(db: DbOpt = None, as_json: JsonOpt = False) -> None:
                                         for q in quality]})
             return
         if not s.exists:
-            typer.echo(f"{s.url}: no database yet ({where.why}; nothing tuned: `pypto tune "
+            echo(f"{s.url}: no database yet ({where.why}; nothing tuned: `pypto tune "
                        "FILE` or `pypto db import FILE.jsonl` creates it)")
             return
-        typer.echo(f"database   {s.url}\n  ({where.why})")
-        typer.echo(f"workloads  {s.workloads}\ntargets    {s.targets}\nrecords    {s.records}")
+        echo(f"database   {s.url}\n  ({where.why})")
+        echo(f"workloads  {s.workloads}\ntargets    {s.targets}\nrecords    {s.records}")
         for status, n in s.by_status:
-            typer.echo(f"  {status:<9} {n}")
-        typer.echo(f"model versions (current {_current()}):")
+            echo(f"  {status:<9} {n}")
+        echo(f"model versions (current {_current()}):")
         for version, n in s.by_model_version:
-            typer.echo(f"  {version:<20} {n}{_version_note(version)}")
-        typer.echo(f"runs       {s.runs}\ncost models {s.cost_models}")
+            echo(f"  {version:<20} {n}{_version_note(version)}")
+        echo(f"runs       {s.runs}\ncost models {s.cost_models}")
         if quality:
-            typer.echo(f"cost-model predictions (Spearman of score and speed per workload, "
+            echo(f"cost-model predictions (Spearman of score and speed per workload, "
                        f"its {RECENT} newest scored records; median, worst):")
             for q in quality:
-                typer.echo(f"  {q.target_name} {q.family:<8} {q.spearman:+.2f} "
+                echo(f"  {q.target_name} {q.family:<8} {q.spearman:+.2f} "
                            f"(worst {q.worst:+.2f}) over {q.workloads} workload(s), "
                            f"{q.records} records")
         if s.stale():
-            typer.echo(f"{s.stale()} stale record(s) are kept but not used for lookup; "
+            echo(f"{s.stale()} stale record(s) are kept but not used for lookup; "
                        "`pypto db prune --stale` deletes them")
 
 
 @db_app.command("list")
 def list_(db: DbOpt = None,
-          limit: Annotated[int, typer.Option(help="At most this many rows.")] = 100,
+          limit: Annotated[int, typer.Option(help="At most this many rows.", min=0)] = 100,
           as_json: JsonOpt = False) -> None:
     """One line per workload, target and model version: records and best cycles."""
     with _store(db) as store:
@@ -151,23 +153,23 @@ def list_(db: DbOpt = None,
                          "ok": r.ok, "best_cycles": r.best_cycles} for r in rows[:limit]])
             return
         if not rows:
-            typer.echo(f"{_where(store)}: no records")
+            echo(f"{_where(store)}: no records")
             return
-        typer.echo(f"{'workload':<14}{'target':<12}{'ok/all':>10}{'best cycles':>13}  "
+        echo(f"{'workload':<14}{'target':<12}{'ok/all':>10}{'best cycles':>13}  "
                    "model version / workload")
         for row in rows[:limit]:
             best = f"{row.best_cycles:,}" if row.best_cycles is not None else "-"
-            typer.echo(f"{row.workload.key[:12]:<14}{row.target_name:<12}"
+            echo(f"{row.workload.key[:12]:<14}{row.target_name:<12}"
                        f"{f'{row.ok}/{row.records}':>10}{best:>13}  {row.model_version}"
                        f"{_version_note(row.model_version)}  {row.workload.describe()}")
         if len(rows) > limit:
-            typer.echo(f"... {len(rows) - limit} more (--limit)")
+            echo(f"... {len(rows) - limit} more (--limit)")
 
 
 @db_app.command()
 def show(key: KeyArg, db: DbOpt = None,
          limit: Annotated[int, typer.Option(help="Records shown per target and model "
-                                                 "version.")] = 10,
+                                                 "version.", min=0)] = 10,
          as_json: JsonOpt = False) -> None:
     """A workload: its spec and its records, fewest cycles first."""
     with _store(db) as store:
@@ -188,13 +190,13 @@ def show(key: KeyArg, db: DbOpt = None,
                                      "spec": json.loads(wl.spec)},
                         "records": records})
             return
-        typer.echo(f"workload   {wl.key}\nfamily key {wl.family_key}\n{wl.describe()}\n"
+        echo(f"workload   {wl.key}\nfamily key {wl.family_key}\n{wl.describe()}\n"
                    f"flops      {wl.flops:,}\nsizes      {list(wl.sizes)}")
         shown: dict[tuple[str, str], int] = {}
         for r in store.iter_records(workload_key=wl.key):
             group = (r.target_key, r.model_version)
             if group not in shown:
-                typer.echo(f"\n{r.target_name} ({r.target_key[:12]}), model "
+                echo(f"\n{r.target_name} ({r.target_key[:12]}), model "
                            f"{r.model_version}{_version_note(r.model_version)}:")
                 shown[group] = 0
             shown[group] += 1
@@ -202,9 +204,9 @@ def show(key: KeyArg, db: DbOpt = None,
                 result = f"{r.cycles:>12,} cycles" if r.cycles is not None else \
                     f"{r.status:>19}"
                 error = f"  ({r.error})" if r.error else ""
-                typer.echo(f"  {result}  {r.source:<6} {r.schedule.to_json()}{error}")
+                echo(f"  {result}  {r.source:<6} {r.schedule.to_json()}{error}")
         if not shown:
-            typer.echo("no records")
+            echo("no records")
 
 
 @db_app.command()
@@ -224,7 +226,7 @@ def best(key: KeyArg, db: DbOpt = None,
             if r is not None:
                 found.append(r)
                 if not as_json:
-                    typer.echo(f"{t.name}\t{r.cycles}\t{r.schedule.to_json()}")
+                    echo(f"{t.name}\t{r.cycles}\t{r.schedule.to_json()}")
         if found and as_json:
             _echo_json([{"target": r.target_name, "target_key": r.target_key,
                          "cycles": r.cycles, "schedule": dict(r.schedule),
@@ -241,7 +243,7 @@ def export(file: FileArg, db: DbOpt = None) -> None:
     """Write every record as JSON lines (shareable through git)."""
     with _store(db) as store:
         count = store.export_jsonl(file)
-        typer.echo(f"exported {count} record(s) from {_where(store)} to {file}")
+        echo(f"exported {count} record(s) from {_where(store)} to {file}")
 
 
 @db_app.command("import")
@@ -252,7 +254,7 @@ def import_(file: FileArg, db: DbOpt = None,
     """Add the records of a JSON-lines file (importing twice adds nothing)."""
     with _store(db) as store:
         report = store.import_jsonl(file, skip_bad=skip_bad)
-        typer.echo(f"{report.describe()} (into {_where(store)})")
+        echo(f"{report.describe()} (into {_where(store)})")
 
 
 @db_app.command()
@@ -266,7 +268,7 @@ def prune(db: DbOpt = None,
                     "timing-model version")
     with _store(db) as store:
         count = store.prune_stale()
-        typer.echo(f"deleted {count} stale record(s) (model versions other than "
+        echo(f"deleted {count} stale record(s) (model versions other than "
                    f"{_current()})")
 
 
@@ -282,6 +284,6 @@ def upgrade(db: DbOpt = None) -> None:
         raise _fail(str(e)) from None
     where = display_url(resolve_url(db))
     if before == after:
-        typer.echo(f"{where}: schema revision {after}, up to date")
+        echo(f"{where}: schema revision {after}, up to date")
     else:
-        typer.echo(f"{where}: schema revision {before or 'none'} -> {after}")
+        echo(f"{where}: schema revision {before or 'none'} -> {after}")

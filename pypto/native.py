@@ -5,8 +5,10 @@ that must give exactly the same results: the timing engine (``sim/_engine.pyx`` 
 ``sim/reference.py``), the static program check (``_engine.check`` and NumPy in
 ``sim/check.py``), the instruction statistics (``sim/_stats.pyx`` and ``sim/stats.py``),
 the stream builder and the synchronization pass (``codegen/_sync.pyx`` and
-``codegen/program.py``, ``codegen/sync.py``) and the matmul K loop
-(``codegen/_matmul.pyx`` and ``codegen/matmul.py``). The environment variable
+``codegen/program.py``, ``codegen/sync.py``), the matmul K loop
+(``codegen/_matmul.pyx`` and ``codegen/matmul.py``), the vector tile loop
+(``codegen/_vector.pyx`` and ``codegen/vector.py``) and the scans before a simulation
+(``sim/_scan.pyx`` and ``sim/check.py``, ``sim/scalar.py``). The environment variable
 ``PYPTO_IMPL`` selects for all of them at once:
 
 * ``compiled`` (the default): the compiled extensions; an extension that is not built

@@ -17,7 +17,7 @@ from pypto.ir.dtypes import BY_CODE
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTENSIONS = ("pypto.sim._engine", "pypto.sim._stats", "pypto.codegen._sync",
-              "pypto.codegen._matmul")
+              "pypto.codegen._matmul", "pypto.codegen._vector", "pypto.sim._scan")
 
 
 def python_constants() -> dict[str, object]:

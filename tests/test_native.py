@@ -11,13 +11,13 @@ import pytest
 
 import pypto
 from pypto import native
-from pypto.codegen import matmul, sync
+from pypto.codegen import matmul, sync, vector
 from pypto.codegen.isa import INSTR
 from pypto.codegen.program import StreamBuilder, emit_reference
 from pypto.sim import stats, timing
 
 EXTENSIONS = ("pypto.sim._engine", "pypto.sim._stats", "pypto.codegen._sync",
-              "pypto.codegen._matmul")
+              "pypto.codegen._matmul", "pypto.codegen._vector", "pypto.sim._scan")
 
 
 def selected() -> dict[str, bool]:
@@ -29,6 +29,8 @@ def selected() -> dict[str, bool]:
         "sync pass": sync._extension() is not None,
         "stream builder": StreamBuilder().emit.__func__ is not emit_reference,
         "matmul K loop": matmul._compiled_loop() is not None,
+        "vector tile loop": vector._compiled_loop() is not None,
+        "simulation scans": native.extension("pypto.sim._scan") is not None,
     }
 
 

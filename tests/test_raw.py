@@ -91,7 +91,7 @@ def test_a_raw_block_is_a_workload_of_its_own_with_a_profile_row():
     assert raw.cycles >= raw.bound_cycles > 0
     assert raw.trace is not None and len(raw.trace) == raw.instructions
     row = next(line for line in prof.report().splitlines() if "inline_asm" in line)
-    assert re.search(rf"\b1: inline_asm\s+raw\s+{raw.cycles}\b", row), row
+    assert re.search(rf"\b1: inline_asm\s+raw\s+{raw.cycles:,}\b", row), row
     # the loop of 4 is what the core issued: 5 before it, 6 in each pass, 3 after
     assert raw.instructions == 5 + 4 * 6 + 3
 

@@ -190,7 +190,7 @@ class StreamBuilder:
         blocks = self.packed + ([self._pack_rows()] if self.rows else [])
         if not blocks:
             return np.zeros(0, dtype=INSTR)
-        return blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
+        return blocks[0] if len(blocks) == 1 else concatenate(blocks)
 
     def take(self) -> np.ndarray:
         """The stream so far as one ``INSTR`` array, leaving the builder empty."""
@@ -201,6 +201,19 @@ class StreamBuilder:
     def _pack_rows(self) -> np.ndarray:
         packed = self._compiled.pack(self.rows) if self._compiled is not None else None
         return packed if packed is not None else np.array(self.rows, dtype=INSTR)
+
+
+def concatenate(blocks: list[np.ndarray]) -> np.ndarray:
+    """``np.concatenate(blocks)`` of ``INSTR`` arrays, copied as bytes: NumPy copies
+    packed records field by field, about 14 times slower (26 ms for the 48 streams of a
+    split 4096x4096 softmax)."""
+    out = np.empty(sum(len(b) for b in blocks), dtype=INSTR)
+    raw = out.view(np.uint8)
+    at = 0
+    for block in blocks:
+        raw[at:at + block.nbytes] = np.ascontiguousarray(block, dtype=INSTR).view(np.uint8)
+        at += block.nbytes
+    return out
 
 
 #: The specification of the compiled ``emit`` (``_sync.pyx``).

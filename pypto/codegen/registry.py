@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from pypto.codegen import conv2d, matmul, vector
+from pypto.codegen import conv2d, matmul, movement, vector
 from pypto.codegen.program import StreamBuilder
 from pypto.errors import UnsupportedError
 from pypto.ir.workload import Workload
@@ -36,6 +36,7 @@ EMITTERS: Mapping[str, Emitter] = MappingProxyType({e.family: e for e in (
     Emitter("matmul", matmul.emit),
     Emitter("vector", vector.emit),
     Emitter("conv2d", conv2d.emit),
+    Emitter("movement", movement.emit),
 )})
 
 

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pypto.cost_model import movement_features
 from pypto.errors import PyptoError
 from pypto.ir.dtypes import BY_NAME
 
@@ -341,6 +342,8 @@ FAMILY_FEATURES: Mapping[str, FamilyFeatures] = MappingProxyType({f.name: f for 
     FamilyFeatures("conv2d", CONV_KNOBS, (*CUBE_DERIVED, "im2col_dmas", "row_pixels_share"),
                    _conv2d),
     FamilyFeatures("vector", VECTOR_KNOBS, VECTOR_DERIVED, _vector),
+    FamilyFeatures("movement", movement_features.KNOBS, movement_features.DERIVED,
+                   movement_features.compute),
 )})
 
 

@@ -20,8 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import os
-import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -50,6 +49,14 @@ if TYPE_CHECKING:
 
 FORMAT_VERSION = 1
 MAX_LISTED = 10  # bad lines named in an error message
+#: a line longer than this is refused without being parsed (a record is ~1 KiB)
+MAX_LINE_BYTES = 1 << 24
+#: the longest text each bounded column takes (``pypto.db.models``; a test checks the two
+#: agree): checked on every line, so SQLite, which stores any length, refuses what
+#: PostgreSQL would, and names the line
+FIELD_LENGTHS = {"model_version": 64, "pypto_version": 32, "target.name": 64}
+#: counts are stored as 64-bit integers
+MAX_INT = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -109,24 +116,20 @@ def _iso(t: datetime | None) -> str | None:
 
 
 def export_records(store: ScheduleStore, path: Path) -> int:
-    """Write every record of ``store`` to ``path`` (atomically: a temporary file renamed),
-    grouped by workload, target and model version, fewest cycles first."""
+    """Write every record of ``store`` to ``path`` (whole or not at all, with the mode any
+    file the user writes gets: ``pypto.db.atomic``), grouped by workload, target and model
+    version, fewest cycles first."""
+    from pypto.db.atomic import atomic_write
+
     infos = {w.key: w for w in store.workloads()}
     runs = {r.id: r for r in store.runs()}
     count = 0
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            for record in store.iter_records():
-                run = runs.get(record.run_id) if record.run_id is not None else None
-                line = record_to_json(record, infos[record.workload_key], run)
-                out.write(json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n")
-                count += 1
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(path) as out:
+        for record in store.iter_records():
+            run = runs.get(record.run_id) if record.run_id is not None else None
+            line = record_to_json(record, infos[record.workload_key], run)
+            out.write(json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n")
+            count += 1
     return count
 
 
@@ -135,9 +138,11 @@ def parse_line(text: str, cache: dict[str, WorkloadInfo] | None = None
     """One line's record, workload, target and run (None: the line names none; its
     ``id`` is 0: not yet stored); ``ValueError`` saying what is wrong."""
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, parse_constant=_not_json)
     except json.JSONDecodeError as e:
         raise ValueError(f"not JSON ({e.msg} at column {e.colno})") from None
+    except RecursionError:
+        raise ValueError("not a record: JSON nested too deeply") from None
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     version = obj.get("version")
@@ -148,14 +153,17 @@ def parse_line(text: str, cache: dict[str, WorkloadInfo] | None = None
                          f"{FORMAT_VERSION} (upgrade PyPTO for newer logs)")
     wl_obj, tgt_obj = _field(obj, "workload", dict), _field(obj, "target", dict)
     key, spec = _field(wl_obj, "key", str, "workload."), _field(wl_obj, "spec", dict, "workload.")
-    workload = (cache or {}).get(key)
+    # the spec as the line gives it is part of the cache key: a later line with the same
+    # key and another spec is checked (and refused), not taken for the first one
+    seen = f"{key}:{json.dumps(spec, sort_keys=True)}" if cache is not None else ""
+    workload = (cache or {}).get(seen)
     if workload is None:
         try:
             workload = WorkloadInfo.from_spec(spec, key)
-        except ValueError as e:
+        except (ValueError, TypeError, OverflowError, RecursionError) as e:
             raise ValueError(f"workload: {e}") from None
         if cache is not None:
-            cache[key] = workload
+            cache[seen] = workload
     target_key = _field(tgt_obj, "key", str, "target.")
     if len(target_key) != 64 or any(c not in "0123456789abcdef" for c in target_key):
         raise ValueError(f"target.key {target_key!r} is not a sha256 hex digest")
@@ -171,6 +179,8 @@ def parse_line(text: str, cache: dict[str, WorkloadInfo] | None = None
     if status not in STATUSES:
         raise ValueError(f"status {status!r} must be one of {', '.join(STATUSES)}")
     cycles = obj.get("cycles")
+    if isinstance(cycles, int) and not isinstance(cycles, bool) and cycles > MAX_INT:
+        raise ValueError(f"cycles {cycles} is more than a 64-bit count holds")
     error = obj.get("error")
     if error is not None and not isinstance(error, str):
         raise ValueError("error must be a string or null")
@@ -189,10 +199,19 @@ def parse_line(text: str, cache: dict[str, WorkloadInfo] | None = None
     if model_score is not None and (isinstance(model_score, bool)
                                     or not isinstance(model_score, (int, float))):
         raise ValueError(f"model_score {model_score!r} must be a number or null")
+    pypto_version = obj.get("pypto_version") or "?"
+    if not isinstance(pypto_version, str):
+        raise ValueError(f"'pypto_version' must be a str, got {type(pypto_version).__name__}")
+    model_version = _field(obj, "model_version", str)
+    for name, value in (("model_version", model_version), ("pypto_version", pypto_version),
+                        ("target.name", target.name)):
+        if len(value) > FIELD_LENGTHS[name]:
+            raise ValueError(f"{name} is {len(value)} characters long; the database keeps "
+                             f"{FIELD_LENGTHS[name]} at most")
     try:
         record = Record(key, target_key, schedule, cycles=cycles, status=status, error=error,
-                        model_version=_field(obj, "model_version", str),
-                        source=source, pypto_version=str(obj.get("pypto_version") or "?"),
+                        model_version=model_version,
+                        source=source, pypto_version=pypto_version,
                         target_name=target.name, created_at=created_at,
                         model_score=None if model_score is None else float(model_score))
     except ValueError as e:
@@ -210,8 +229,9 @@ def _run(obj: Any, record: Record) -> Run:
         raise ValueError(f"run.status {status!r} must be one of {', '.join(RUN_STATUSES)}")
     counts = [obj.get(k) for k in ("trials_asked", "trials_done", "best_cycles")]
     for name, n in zip(("trials_asked", "trials_done", "best_cycles"), counts):
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
-            raise ValueError(f"run.{name} {n!r} must be a count (an integer >= 0)")
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int)
+                              or not 0 <= n <= MAX_INT):
+            raise ValueError(f"run.{name} {n!r} must be a count (an integer, 0 to 2**63 - 1)")
     times = []
     for name in ("started_at", "finished_at"):
         text = obj.get(name)
@@ -227,23 +247,52 @@ def _run(obj: Any, record: Record) -> Run:
                record.target_key, times[0], times[1])
 
 
-def import_records(store: ScheduleStore, path: Path, *, skip_bad: bool = False) -> ImportReport:
+def read_lines(path: Path) -> Iterator[tuple[int, str | None]]:
+    """``(line number, text)`` of each line of the JSON-lines file at ``path``, read as it
+    goes; the text is None for a line longer than ``MAX_LINE_BYTES`` (not read whole).
+    Raises ``DatabaseError`` for a file that cannot be read or is no regular file (a
+    device such as ``/dev/zero`` never ends), ``LogFormatError`` for one not UTF-8."""
     try:
-        text = path.read_text(encoding="utf-8")
+        if path.exists() and not path.is_file():
+            what = "a directory" if path.is_dir() else "not a regular file"
+            raise DatabaseError(f"cannot import {path}: it is {what}; give a JSON-lines file")
+        handle = path.open("rb")
     except OSError as e:
         raise DatabaseError(f"cannot read {path}: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise LogFormatError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start}); "
-                             "nothing imported", []) from None
+    with handle:
+        number = 0
+        while True:
+            try:
+                raw = handle.readline(MAX_LINE_BYTES + 1)
+            except OSError as e:
+                raise DatabaseError(f"cannot read {path}: {e.strerror or e}") from None
+            if not raw:
+                return
+            number += 1
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                while raw and not raw.endswith(b"\n"):   # the rest of the long line
+                    raw = handle.readline(MAX_LINE_BYTES)
+                yield number, None
+                continue
+            try:
+                yield number, raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise LogFormatError(f"{path} is not UTF-8 text (line {number}: {e.reason} at "
+                                     f"byte {e.start}); nothing imported", []) from None
+
+
+def import_records(store: ScheduleStore, path: Path, *, skip_bad: bool = False) -> ImportReport:
     good: list[tuple[Record, WorkloadInfo, TargetInfo, Run | None]] = []
     bad: list[tuple[int, str]] = []
     cache: dict[str, WorkloadInfo] = {}
     lines = 0
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+    for number, line in read_lines(path):
+        if line is not None and not line.strip():
             continue
         lines += 1
         try:
+            if line is None:
+                raise ValueError(f"longer than {MAX_LINE_BYTES} bytes: not a record")
             parsed = parse_line(line, cache)
             problem = physical_problem(*parsed[:3])
             if problem is not None:
@@ -323,6 +372,10 @@ def _known_target(name: str, key: str) -> Target | None:
     if name in available_targets() and load_target(name).key == key:
         return load_target(name)
     return None
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"not JSON ({constant} is no JSON number)")
 
 
 def _field(obj: dict[str, Any], name: str, kind: type, where: str = "") -> Any:

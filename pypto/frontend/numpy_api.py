@@ -17,7 +17,7 @@ _UFUNCS = {
     np.negative: ops.neg, np.absolute: ops.abs, np.reciprocal: ops.reciprocal,
     np.matmul: ops.matmul, np.equal: ops.equal, np.not_equal: ops.not_equal,
     np.less: ops.less, np.less_equal: ops.less_equal, np.greater: ops.greater,
-    np.greater_equal: ops.greater_equal,
+    np.greater_equal: ops.greater_equal, np.power: ops.power,
 }
 
 
@@ -46,7 +46,8 @@ _FUNCTIONS = {
     np.dot: ops.dot, np.matmul: ops.matmul, np.transpose: _transpose, np.reshape: _reshape,
     np.sum: _reduce_fn(ops.sum), np.max: _reduce_fn(ops.max), np.amax: _reduce_fn(ops.max),
     np.min: _reduce_fn(ops.min), np.amin: _reduce_fn(ops.min), np.mean: _reduce_fn(ops.mean),
-    np.broadcast_to: ops.broadcast_to, np.where: ops.where,
+    np.broadcast_to: ops.broadcast_to, np.where: ops.where, np.clip: ops.clip,
+    np.concatenate: ops.concatenate, np.stack: ops.stack, np.split: ops.split, np.pad: ops.pad,
 }
 
 

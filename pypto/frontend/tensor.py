@@ -141,6 +141,8 @@ class Tensor:
     def __rmul__(self, o: Any) -> Tensor: return self._bin("mul", o, True)
     def __truediv__(self, o: Any) -> Tensor: return self._bin("div", o)
     def __rtruediv__(self, o: Any) -> Tensor: return self._bin("div", o, True)
+    def __pow__(self, o: Any) -> Tensor: return self._bin("power", o)
+    def __rpow__(self, o: Any) -> Tensor: return self._bin("power", o, True)
     def __eq__(self, o: Any) -> Tensor: return self._bin("equal", o)  # type: ignore[override]
     def __ne__(self, o: Any) -> Tensor: return self._bin("not_equal", o)  # type: ignore[override]
     def __lt__(self, o: Any) -> Tensor: return self._bin("less", o)

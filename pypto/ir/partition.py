@@ -17,6 +17,8 @@ from typing import Any
 from pypto.errors import LayoutError, UnsupportedError
 from pypto.ir.fusion import FORCED_ATTR, FusePolicy, check_forced
 from pypto.ir.graph import ASM_OUTPUT, ELEMENTWISE, INLINE_ASM, REDUCTIONS, VIEW_OPS, Graph, Node
+from pypto.ir.movement import FAMILY as MOVEMENT
+from pypto.ir.movement import MOVEMENT_OPS
 from pypto.ir.raw import raw_workload
 from pypto.ir.views import View, contiguous_strides
 from pypto.ir.workload import RAW, TensorSpec, WNode, Workload
@@ -306,6 +308,10 @@ class _Partitioner:
                 self.views[n.id] = self.resolve_view(n)
             elif n.op == INLINE_ASM:
                 self.place_raw(n)
+            elif n.op in MOVEMENT_OPS:  # a data movement workload of its own
+                self.views[n.id] = View.whole(n.id, n.shape)
+                self.add_member(self.new_group(MOVEMENT, n.shape), n, "col",
+                                {i: self.views[o] for i, o in enumerate(n.inputs)})
             elif n.op == ASM_OUTPUT:
                 self.views[n.id] = View.whole(n.id, n.shape)
                 self.add_member(self.group_of[n.inputs[0]], n, "col", {})

@@ -80,9 +80,14 @@ def _eval(n: Node, graph: Graph, v: dict[int, Any], inputs: list[np.ndarray],
     if n.op == "broadcast_to":
         return np.broadcast_to(args[0], n.shape)
     if n.op == "slice":
-        index = tuple(slice(b, e, s) for b, e, s in zip(n.attr("begin"), n.attr("end"),
-                                                           n.attr("step")))
+        # a reversed slice that runs past index 0 ends at -1: no end, for Python
+        index = tuple(slice(b, e if e >= 0 else None, s)
+                      for b, e, s in zip(n.attr("begin"), n.attr("end"), n.attr("step")))
         return args[0][index]
+    if n.op == "concatenate":
+        return np.concatenate(args, axis=n.attr("axis")).astype(dt)
+    if n.op == "pad":
+        return np.pad(args[0], n.attr("pads"), constant_values=n.attr("value")).astype(dt)
     if n.op == "conv2d":
         return conv2d_reference(args[0], args[1], n.attr("stride"), n.attr("padding"),
                                 n.attr("dilation"), n.attr("groups")).astype(dt)

@@ -47,7 +47,7 @@ class View:
 
     def slice(self, begin: tuple[int, ...], end: tuple[int, ...], step: tuple[int, ...]) -> View:
         offset = self.offset + sum(b * s for b, s in zip(begin, self.strides))
-        shape = tuple(max(0, (e - b + st - 1) // st) for b, e, st in zip(begin, end, step))
+        shape = tuple(len(range(b, e, st)) for b, e, st in zip(begin, end, step))
         strides = tuple(s * st for s, st in zip(self.strides, step))
         return View(self.base, offset, shape, strides)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-FAMILIES = ("matmul", "vector", "conv2d")
+FAMILIES = ("matmul", "vector", "conv2d", "movement")
 #: The family of a raw block (``pypto.inline_asm``): run as written, never tuned.
 RAW = "raw"
 

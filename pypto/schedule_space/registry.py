@@ -17,7 +17,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from pypto.errors import UnsupportedError
-from pypto.schedule_space import conv2d, matmul, vector
+from pypto.schedule_space import conv2d, matmul, movement, vector
 from pypto.schedule_space.schedule import Schedule
 from pypto.schedule_space.space import Space
 
@@ -53,6 +53,8 @@ FAMILIES: Mapping[str, Family] = MappingProxyType({f.name: f for f in (
            vector.num_tiles, vector.footprints),
     Family("conv2d", conv2d.build_space, conv2d.default, conv2d.complete, given_layouts,
            conv2d.num_blocks, conv2d.footprints),
+    Family("movement", movement.build_space, movement.default, movement.complete,
+           given_layouts, movement.num_tiles, movement.footprints),
 )})
 
 

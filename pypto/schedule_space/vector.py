@@ -109,9 +109,13 @@ def memory_uses(wl: Workload, target: Target) -> list[RoleUse]:
     chains = {(n, inplace): [analyze(p, inplace=inplace) for p in ps]
               for n, ps in parts.items() for inplace in (False, True)}
 
+    known: dict[tuple, int] = {}  # the tuner's neighbour walks ask for the same points often
+
     def nbytes(k: Any) -> int:
-        return max(footprint(c, k["tile_rows"], k["tile_cols"], k["depth"], align)
-                   for c in chains[k.get("split_at", 0), k["inplace"]])
+        point = (k.get("split_at", 0), k["inplace"], k["tile_rows"], k["tile_cols"], k["depth"])
+        if point not in known:
+            known[point] = max(footprint(c, *point[2:], align) for c in chains[point[:2]])
+        return known[point]
 
     def what(k: Any) -> str:
         split = f" (the larger pass of split_at={k['split_at']})" if k.get("split_at") else ""
@@ -127,16 +131,24 @@ def footprints(wl: Workload, s: Any, target: Target) -> dict[str, int]:
     return role_footprints(memory_uses(wl, target), s)
 
 
+def tile_widths(wl: Workload, target: Target) -> set[int]:
+    """The ``tile_cols`` a chain takes: its whole row, and power-of-two chunks of it when
+    the chain has no whole-row reduction or a whole row does not fit UB."""
+    chain = analyze(wl)
+    cols = {chain.cols}
+    if not chain.needs_full_rows or not row_fits(wl, target):
+        cols |= {1 << i for i in range(MIN_CHUNK.bit_length() - 1, chain.cols.bit_length())
+                 if 1 << i < chain.cols}
+    return cols
+
+
 def build_space(wl: Workload, target: Target) -> Space:
     """The vector schedule space: tile shape, buffers, cores, in-place."""
     chain = analyze(wl)
     rows = tuple(sorted({1 << i for i in range(chain.rows.bit_length())
                          if 1 << i <= MAX_TILE_ROWS}
                         | ({chain.rows} if chain.rows <= MAX_TILE_ROWS else set())))
-    cols = {chain.cols}
-    if not chain.needs_full_rows or not row_fits(wl, target):
-        cols |= {1 << i for i in range(MIN_CHUNK.bit_length() - 1, chain.cols.bit_length())
-                 if 1 << i < chain.cols}
+    cols = tile_widths(wl, target)
     axes = [
         *fusion.axes(wl, target),
         Axis("inplace", (False, True), "elementwise ops overwrite their operand's buffer"),
@@ -164,13 +176,11 @@ def _pass_chunks(wl: Workload, target: Target) -> Constraint:
     """With the chain split in two passes, each pass takes the schedule's ``tile_cols``:
     it must be one its own space offers (a pass whose whole rows fit keeps them whole)."""
     from pypto.ir.split import split_workload
-    from pypto.schedule_space.registry import space_for
 
     widths = {}
     for n in fusion.split_points(wl):
         parts = split_workload(wl, n)
-        widths[n] = (set(space_for(parts.head, target).axes["tile_cols"].choices)
-                     & set(space_for(parts.tail, target).axes["tile_cols"].choices))
+        widths[n] = tile_widths(parts.head, target) & tile_widths(parts.tail, target)
 
     def check(k: Any) -> list[str]:
         n = k["split_at"]

@@ -1,11 +1,11 @@
 """Static checks of a program before timing it: every operand has a shape, every GM
 operand has its tensor's dtype (bounds are in elements, so a wider dtype would reach
 past the tensor's bytes), every GM access stays inside its tensor, every on-chip access
-inside its memory (capacity and alignment), only copies into GM are atomic, and every
-core executes equally many ``SYNC_ALL`` instructions. The compiled engine clears a good
-program in one pass over its records; otherwise NumPy, vectorized over each core's
-arrays, finds the first problem: a ``SimError`` naming the core, the instruction and
-what to fix."""
+inside its memory (capacity and alignment), only copies into GM are atomic, every
+core executes equally many ``SYNC_ALL`` instructions, and the program's work stays
+within a budget (``check_work``). The compiled engine clears a good program in one pass
+over its records; otherwise NumPy, vectorized over each core's arrays, finds the first
+problem: a ``SimError`` naming the core, the instruction and what to fix."""
 
 from __future__ import annotations
 
@@ -30,6 +30,11 @@ for _op in Op:
 
 
 _STRICT = _CUBE_OR_VECTOR.astype(np.uint8)
+#: the work budget of a program: element accesses (rows x cols of every operand of every
+#: instruction), which bound what the timing engines walk (pieces and L2 lines) and what
+#: the executor computes. The largest programs lowering builds stay far below it (a
+#: 8192^3 float16 GEMM on ascend910b: 4.5e10, 3.4 million instructions).
+MAX_PROGRAM_WORK = 2**40
 
 
 @functools.lru_cache(maxsize=16)
@@ -55,9 +60,46 @@ def check_program(program: Program, target: Target) -> None:
     capacity, alignment = _memories(target)
     sizes = np.array([s.size for s in program.symbols] or [0], dtype=np.int64)
     check_gm_dtypes(program, target)
-    if _passes_compiled_check(program, capacity, alignment, sizes):
-        return
-    _check_with_numpy(program, target, capacity, alignment, sizes)
+    if not _passes_compiled_check(program, capacity, alignment, sizes):
+        _check_with_numpy(program, target, capacity, alignment, sizes)
+    check_work(program, target)
+
+
+def check_work(program: Program, target: Target) -> None:
+    """Raise ``SimError`` unless ``program``'s work is bounded: no operand walks more bytes
+    than the largest on-chip memory of ``target`` holds (a stride of 0 lets an operand
+    walk one row 2^31 times inside its memory: the engines' loops would run for hours),
+    and the program makes at most ``MAX_PROGRAM_WORK`` element accesses. Checked before
+    any engine or the executor loops over the program."""
+    capacity, _ = _memories(target)
+    largest = int(capacity.max())
+    total = 0
+    for core, stream in enumerate(program.cores):
+        if not len(stream):
+            continue
+        for prefix in OPERANDS:
+            used = stream[f"{prefix}_mem"] != 0
+            if not used.any():
+                continue
+            rows = np.maximum(stream[f"{prefix}_rows"].astype(np.int64), 0)
+            cols = np.maximum(stream[f"{prefix}_cols"].astype(np.int64), 0)
+            elements = np.where(used, rows * cols, 0)     # int32 x int32: no overflow
+            code = stream["dtype"] if prefix == "d" else stream["sdtype"]
+            walked = elements * np.maximum(_ITEMSIZE[code], 1)
+            over = walked > largest
+            if over.any():
+                i = int(np.flatnonzero(over)[0])
+                _fail_if(program, target, core, over,
+                         f"operand {prefix} walks {int(rows[i])}x{int(cols[i])} elements "
+                         f"({int(walked[i]):,} bytes), more than the largest on-chip memory "
+                         f"of {target.name} holds ({largest:,} bytes): an instruction "
+                         "moves at most what fits on chip (a stride of 0 repeats a row); "
+                         "split it into instructions of fewer rows")
+            total += int(elements.sum())
+    if total > MAX_PROGRAM_WORK:
+        raise SimError(f"{program.name}: {total:,} element accesses, over the work budget "
+                       f"of {MAX_PROGRAM_WORK:,} per program (rows x cols of every operand "
+                       "of every instruction): split the work into smaller programs")
 
 
 def _check_with_numpy(program: Program, target: Target, capacity: np.ndarray,
@@ -127,8 +169,13 @@ def _passes_compiled_check(program: Program, capacity: np.ndarray, alignment: np
 
 def check_gm_dtypes(program: Program, target: Target) -> None:
     """Every GM operand's element type is its tensor's: GM bounds count elements, so a
-    ``COPY.F32`` of an ``int8`` tensor would move four times the tensor's bytes."""
+    ``COPY.F32`` of an ``int8`` tensor would move four times the tensor's bytes. A
+    program ``_scan.pyx`` clears (when built and selected) is not scanned again."""
     codes = np.array([s.dtype.code for s in program.symbols] or [-1], dtype=np.int64)
+    scan = native.extension("pypto.sim._scan", stacklevel=2)
+    if scan is not None and scan.gm_dtypes_match(
+            [np.ascontiguousarray(c) for c in program.cores], codes):
+        return
     for core, stream in enumerate(program.cores):
         if not len(stream):
             continue

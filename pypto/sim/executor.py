@@ -106,7 +106,7 @@ class _Core:
                 sym = self.program.symbols[r[_F["gm"]]]
                 raise self.fail(f"GM access to {sym.name} elements [{lo}, {hi}] is outside "
                                 f"its {arr.size} elements")
-            return as_strided(arr[addr:], (rows, cols), (rs * isz, cs * isz))
+            return as_strided(arr[addr:], (rows, cols), _strides(rows, cols, rs, cs, isz))
         buf, name = self.mem.get(mem), self.memories.name(mem)
         if buf is None:
             raise self.fail(f"{name} does not exist on {self.target.name}")
@@ -119,7 +119,8 @@ class _Core:
         if addr % isz or (aligned and addr % self.align[mem]):
             need = self.align[mem] if aligned else isz
             raise self.fail(f"{name} address {addr:#x} is not {need}-byte aligned")
-        return as_strided(buf[addr:addr + span].view(dt), (rows, cols), (rs * isz, cs * isz))
+        return as_strided(buf[addr:addr + span].view(dt), (rows, cols), _strides(rows, cols,
+                                                                                 rs, cs, isz))
 
     def bcast(self, src: np.ndarray, shape: tuple[int, int], name: str) -> np.ndarray:
         try:
@@ -213,11 +214,20 @@ class _Core:
         self.flags[key] += delta
 
 
+def _strides(rows: int, cols: int, rs: int, cs: int, isz: int) -> tuple[int, int]:
+    """Byte strides of a ``rows x cols`` view; a stride along one element is never taken,
+    and may be anything (a 1x1 operand with stride 2**62 is in bounds; in bytes it would
+    not fit ``as_strided``'s C long)."""
+    return (rs * isz if rows > 1 else 0, cs * isz if cols > 1 else 0)
+
+
 def execute(program: Program, target: Target, gm: list[np.ndarray]) -> None:
     """Run ``program``: ``gm[i]`` is the flat array of ``program.symbols[i]`` (updated)."""
+    from pypto.sim.check import check_work
     from pypto.sim.scalar import issue
 
     program = issue(program)
+    check_work(program, target)     # before any loop: a stride-0 operand may repeat forever
     if len(gm) != len(program.symbols):
         raise SimError(f"{program.name} needs {len(program.symbols)} GM tensors, got {len(gm)}")
     for i, (arr, sym) in enumerate(zip(gm, program.symbols)):

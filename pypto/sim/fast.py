@@ -182,9 +182,10 @@ def simulate(program: Program, target: Target, bound_cycles: int,
             with ``check``, what check_program raises.
     """
     if check:  # what the engine's own pass does not check
-        from pypto.sim.check import check_gm_dtypes
+        from pypto.sim.check import check_gm_dtypes, check_work
 
         check_gm_dtypes(program, target)
+        check_work(program, target)
     prepared = _prepare(program)
     if not prepared.fits or not _supported(target):
         if check:

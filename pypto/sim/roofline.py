@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
+
+import numpy as np
 
 from pypto.codegen.isa import REDUCE, VECTOR, Mem, Op
 from pypto.codegen.program import Program
@@ -31,18 +34,68 @@ def _bound(target: Target, cube_cycles: float, vector_cycles: float, gm_bytes: f
     return target.launch_overhead_cycles + math.ceil(max(cube_cycles, vector_cycles, memory))
 
 
+#: Loads of one input whose elements number at most this are unioned exactly; past it
+#: the largest load's footprint stands for them (still a lower bound).
+UNION_LIMIT = 1 << 24
+
+
+@functools.lru_cache(maxsize=256)
 def compulsory_bytes(wl: Workload) -> tuple[int, int]:
     """``(input bytes, output bytes)`` that any program of ``wl`` must move: each input
     element read once (a broadcast input counts its own elements, not the broadcast
-    shape's) and each output element written once."""
-    reads = 0
-    for n in wl.nodes:
+    shape's; elements that several loads of one input share, as the taps of a pooling
+    window do, count once; input pixels no conv tap reads, as a stride longer than the
+    kernel skips, do not count) and each output element written once."""
+    sparse = {n.args[0]: _conv_input_used(wl.nodes[n.args[0]].shape, n)
+              for n in wl.nodes if n.op == "conv2d_nhwc"}
+    by_input: dict[int, list] = {}
+    for i, n in enumerate(wl.nodes):
         if n.op == "load":
-            footprint = math.prod(d for d, s in zip(n.shape, n.attr("strides")) if s != 0)
-            reads += footprint * BY_NAME[n.dtype].itemsize
+            by_input.setdefault(n.attr("input"), []).append((i, n))
+    reads = 0
+    for loads in by_input.values():
+        used = _union_elements([n for _, n in loads])
+        used = min([used] + [sparse[i] for i, _ in loads if i in sparse])
+        reads += used * BY_NAME[loads[0][1].dtype].itemsize
     writes = sum(math.prod(wl.nodes[o].shape) * BY_NAME[wl.nodes[o].dtype].itemsize
                  for o in wl.outputs)
     return reads, writes
+
+
+def _conv_input_used(shape: tuple[int, ...], conv: Any) -> int:
+    """Elements of a conv's NHWC input that some tap reads: a stride longer than the
+    (dilated) kernel skips whole rows and columns, which no program needs to fetch."""
+    n, h, w, c = shape
+    r, s = conv.attr("kernel")
+
+    def used(size: int, taps: int, stride: int, pad: int, dilation: int, out: int) -> int:
+        return len({o * stride - pad + t * dilation for o in range(out) for t in range(taps)}
+                   & set(range(size)))
+
+    oh, ow = conv.shape[1], conv.shape[2]
+    (sh, sw), (ph, pw), (dh, dw) = conv.attr("stride"), conv.attr("padding"), conv.attr("dilation")
+    return n * used(h, r, sh, ph, dh, oh) * used(w, s, sw, pw, dw, ow) * c
+
+
+def _footprint(load) -> int:  # type: ignore[no-untyped-def]
+    return math.prod(d for d, s in zip(load.shape, load.attr("strides")) if s != 0)
+
+
+def _union_elements(loads: list) -> int:
+    """How many distinct input elements ``loads`` (views of one input) read."""
+    sizes = [_footprint(ld) for ld in loads]
+    if len(loads) == 1:
+        return sizes[0]
+    if sum(sizes) > UNION_LIMIT:
+        return max(sizes)
+    index = []
+    for ld in loads:
+        flat = np.asarray(ld.attr("offset"), dtype=np.int64)
+        for d, s in zip(ld.shape, ld.attr("strides")):
+            if s != 0:
+                flat = np.add.outer(flat, np.arange(d, dtype=np.int64) * s)
+        index.append(flat.ravel())
+    return int(np.unique(np.concatenate(index)).size)
 
 
 @functools.lru_cache(maxsize=256)

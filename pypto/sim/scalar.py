@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pypto import native
 from pypto.codegen.isa import BRANCHES, INSTR, REGISTER_BASED, SCALAR_ALU, SCALAR_REGISTERS, Op
 from pypto.codegen.program import Program
 from pypto.errors import SimError
@@ -45,11 +46,22 @@ _BRANCH = np.zeros(256, dtype=bool)
 _BRANCH[[int(op) for op in BRANCHES]] = True
 _BASED = np.zeros(256, dtype=bool)
 _BASED[[int(op) for op in REGISTER_BASED]] = True
+_BASED_U8, _BRANCH_U8 = _BASED.view(np.uint8), _BRANCH.view(np.uint8)  # for _scan.pyx
 
 
 def needs_issue(program: Program) -> bool:
     """Whether ``program`` has a register-based address or a branch that does not go to
-    the next instruction (otherwise ``issue`` would return it unchanged)."""
+    the next instruction (otherwise ``issue`` would return it unchanged). Scanned by
+    ``_scan.pyx`` when it is built and selected (``pypto.native``)."""
+    scan = native.extension("pypto.sim._scan", stacklevel=2)
+    if scan is not None:
+        return bool(scan.needs_issue([np.ascontiguousarray(c) for c in program.cores],
+                                     _BASED_U8, _BRANCH_U8))
+    return needs_issue_reference(program)
+
+
+def needs_issue_reference(program: Program) -> bool:
+    """The specification of ``needs_issue``: NumPy over each core's fields."""
     for stream in program.cores:
         if not len(stream):
             continue

@@ -459,7 +459,11 @@ def _parse(data: Mapping[str, Any], source: str) -> Target:
     values["paths"] = _frozen(_parse_paths(tables["paths"], memories))
     for table in (top, *tables.values()):
         table.done()
-    return Target(**values)
+    target = Target(**values)
+    from pypto.targets.sanity import check_target
+
+    check_target(target)
+    return target
 
 
 def _parse_memory(name: str, table: _Table) -> Memory:

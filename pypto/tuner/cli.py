@@ -53,11 +53,31 @@ def run_tune(file: Path, *, kernels: list[str] | None, target: str | None, trial
     this run's ``workers`` processes, or other runs sharing the database. ``transfer``:
     start each workload from the adapted best schedules of its nearest tuned shapes.
     ``shapes``: ``--shapes`` options, more shapes of the dynamic kernels to tune
-    (``pypto.tuner.shapes``)."""
+    (``pypto.tuner.shapes``).
+
+    SIGINT (Ctrl-C) and SIGTERM stop the run cleanly (``pypto.tuner.interrupt``): one line
+    says how many trials are kept and the command that resumes, the summary so far
+    follows, and the exit code is 128 + the signal's number (130, 143)."""
+    from pypto.tuner.interrupt import catch_signals
+
+    with catch_signals():
+        return _run_tune(file, kernels=kernels, target=target, trials=trials,
+                         strategy=strategy, db=db, timeout=timeout,
+                         early_stopping=early_stopping, seed=seed, capture=capture,
+                         workers=workers, transfer=transfer, shapes=shapes)
+
+
+def _run_tune(file: Path, *, kernels: list[str] | None, target: str | None, trials: int,
+              strategy: str, db: str | None, timeout: float | None,
+              early_stopping: int | None, seed: int | None,
+              capture: Callable[..., list[Any]], workers: int, transfer: bool,
+              shapes: list[str] | None) -> int:
     from rich.table import Table
 
     from pypto.db.location import display_url
+    from pypto.frontend.capture import time_limit
     from pypto.report.console import console
+    from pypto.tuner.interrupt import Interrupted, interruptible, requested
     from pypto.tuner.shapes import parse_shapes, with_shapes
     from pypto.tuner.strategies import get_strategy
     from pypto.tuner.tasks import extract_tasks
@@ -74,9 +94,14 @@ def run_tune(file: Path, *, kernels: list[str] | None, target: str | None, trial
     out, err = console(), console(stderr=True)
     previous = os.environ.get("PYPTO_DB")
     os.environ["PYPTO_DB"] = url
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):   # the script's own prints
+    try:   # the script's own prints hidden; it runs under --timeout too, and a signal ends it
+        with contextlib.redirect_stdout(io.StringIO()), time_limit(timeout, file), \
+                interruptible():
             tasks = extract_tasks(with_shapes(capture(file, kernels, target), shape_options))
+    except Interrupted as stop:
+        err.print(f"interrupted by {stop.signal_name} while running {file} to find its "
+                  "kernels: nothing was tuned", markup=False, highlight=False)
+        return _exit_code(stop.signal_name)
     finally:
         if previous is None:
             os.environ.pop("PYPTO_DB", None)
@@ -94,25 +119,27 @@ def run_tune(file: Path, *, kernels: list[str] | None, target: str | None, trial
               f"{display_url(url)}" + (f", {workers} worker processes" if workers > 1 else "")
               + (f", seed {seed}" if seed is not None else ""))
 
-    command = " ".join(["pypto", "tune", *sys.argv[2:]]) if sys.argv[1:2] == ["tune"] else ""
+    command = _command_line()
     options = TuneOptions(strategy, trials, seed=seed, early_stopping=early_stopping,
                           deadline=time.perf_counter() + timeout if timeout else None,
                           command=command, host=socket.gethostname(), transfer=transfer)
     pool = None
-    if workers > 1:
-        pool = Pool(tasks, store, options, workers=workers)
     try:
+        if workers > 1:
+            pool = Pool(tasks, store, options, workers=workers)
         results = _tune_all(tasks, store, pool, err, options)
     except BaseException:
         if pool is not None:
             pool.close(abort=True)
+            pool.end_unfinished("failed")
         raise
     if pool is not None:
         pool.close()
+        pool.end_unfinished()       # the tasks a signal kept the run from
     for line in pool.lost() if pool is not None else []:
         err.print(f"{line}; the other workers went on", markup=False)
 
-    summary = Table(title="Tuning results")
+    summary = Table(title="Tuning results" + (" so far" if requested() else ""))
     for col in ("task", "default µs", "tuned µs", "speedup", "vs roofline", "trials",
                 "time s"):
         summary.add_column(col, justify="left" if col == "task" else "right")
@@ -123,13 +150,49 @@ def run_tune(file: Path, *, kernels: list[str] | None, target: str | None, trial
                         f"{res.speedup:.2f}x" if res.speedup else "-",
                         f"{res.efficiency:.0%}" if res.efficiency else "-",
                         str(res.trials_total), f"{res.elapsed:.1f}")
+    signal_name = requested()
+    if signal_name is not None:
+        kept = sum(r.trials_run for r in results)
+        resume = command or _resume(file, url, trials)
+        err.print(f"interrupted by {signal_name}: {kept} trial(s) measured by this run are "
+                  f"kept in {display_url(url)}; resume with: {resume}",
+                  markup=False, highlight=False, soft_wrap=True)
     out.print(summary)
+    if signal_name is not None:
+        return _exit_code(signal_name)
     failed = [r.task.label for r in results if r.status == "failed"]
     if failed:
         err.print(f"error: the workers stopped before {', '.join(failed)} reached {trials} "
                   "trials (see above); run the command again to go on", markup=False)
         return 1
     return 0
+
+
+def _command_line() -> str:
+    """This ``pypto tune`` command as typed (shell-quoted, passwords masked), or "" when
+    not run from the command line."""
+    import shlex
+
+    from pypto.db.location import mask_urls
+
+    if sys.argv[1:2] != ["tune"] and "tune" not in sys.argv[1:]:
+        return ""
+    return mask_urls(shlex.join(["pypto", *sys.argv[1:]]))
+
+
+def _resume(file: Path, url: str, trials: int) -> str:
+    import shlex
+
+    from pypto.db.location import mask_url
+
+    return shlex.join(["pypto", "tune", str(file), "--trials", str(trials),
+                       "--db", mask_url(url)])
+
+
+def _exit_code(signal_name: str) -> int:
+    import signal
+
+    return 128 + int(signal.Signals[signal_name])
 
 
 def _tune_all(tasks: list[Any], store: Any, pool: Any, err: Any,
@@ -144,11 +207,14 @@ def _tune_all(tasks: list[Any], store: Any, pool: Any, err: Any,
         TimeRemainingColumn,
     )
 
+    from pypto.tuner.interrupt import requested
     from pypto.tuner.loop import tune_task
 
     trials = options.trials
     results = []
     for i, task in enumerate(tasks):
+        if requested():
+            break
         with Progress(TextColumn("{task.description}"), BarColumn(),
                       TextColumn("{task.completed}/{task.total} trials"),
                       TextColumn("{task.fields[best]}"), TextColumn("{task.fields[rate]}"),

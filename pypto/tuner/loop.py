@@ -38,6 +38,7 @@ propose, tell, fail, give back, enqueue) and keeps what it learns in a ``Ledger`
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import random
 import time
@@ -156,6 +157,7 @@ class _Tuner:
         """Resume from the database, measure the default, then trial after trial; the
         outcome as the database has it at the end. ``storage``: the shared Optuna storage,
         or None for a study in memory."""
+        from pypto.tuner.interrupt import Interrupted
         from pypto.tuner.liveness import dead_here, heartbeat
 
         task, store, res = self.task, self.store, self.res
@@ -167,13 +169,13 @@ class _Tuner:
             return self._complete_already(default)
         owned = run_id is None
         res.run_id = run_id if run_id is not None else self._start_run()
-        self._publish()
-        self.shared = storage is not None
-        self.strategy.use_store(store)
-        self.strategy.start(task, storage, self.ledger.records(),
-                            warm=self.options.warm)
         run_status = "done"
-        try:
+        try:        # from here on the run ends with a status, whatever happens
+            self._publish()
+            self.shared = storage is not None
+            self.strategy.use_store(store)
+            self.strategy.start(task, storage, self.ledger.records(),
+                                warm=self.options.warm)
             with heartbeat(store, self.worker):
                 self._requeue_dead(dead_here(store, *task.key, self.worker))
                 self._measure_default(default)
@@ -182,10 +184,17 @@ class _Tuner:
                 if on_start:
                     on_start(res)
                 self._propose_and_measure()
-        except BaseException:
+        except Interrupted:     # a deferred signal, raised in a measurement: a clean stop
+            res.status = "interrupted"
+        except KeyboardInterrupt:
             run_status = "interrupted"
             raise
+        except BaseException:
+            run_status = "failed"
+            raise
         finally:
+            if res.status == "interrupted":
+                run_status = "interrupted"
             self._end_run(run_status, owned)
         return self._final_result(default)
 
@@ -206,7 +215,8 @@ class _Tuner:
             workload=WorkloadInfo.of(self.task.workload), target=TargetInfo.of(self.task.target))
 
     def _end_run(self, run_status: str, owned: bool) -> None:
-        """Commit what is held back, give back every claim, and end the run if it is ours."""
+        """Commit what is held back, give back every claim, and end the run if it is ours
+        (``run_status``: done, interrupted or failed)."""
         res = self.res
         self.ledger.commit()
         self.store.release(self.worker.id)
@@ -215,8 +225,7 @@ class _Tuner:
         if owned:
             assert res.run_id is not None
             self.store.update_run(res.run_id, trials_done=res.trials_run,
-                                  best_cycles=res.best_cycles,
-                                  status="done" if run_status == "done" else "interrupted")
+                                  best_cycles=res.best_cycles, status=run_status)
 
     def _complete_already(self, default: Schedule) -> TaskResult:
         """The database has the trials: nothing to tune, the default's cycles to report."""
@@ -240,7 +249,10 @@ class _Tuner:
             self.res.default_cycles = claim.record.cycles
             rec = None if self.shared else claim.record   # its measurer told the shared study
         elif claim.status == ClaimOutcome.CLAIMED:
-            m = self.measurer(default)
+            from pypto.tuner.interrupt import interruptible
+
+            with interruptible():
+                m = self.measurer(default)
             if m.counts:
                 rec = self.ledger.record(default, m,
                                          model_score=self.strategy.predicted_score(default))
@@ -389,7 +401,12 @@ class _Tuner:
         if known is not None:
             strategy.fail(proposal, reason=DUPLICATE)   # the study has its trial already
             return _Step.DUPLICATE
-        m = self._measure_while_proposing(schedule, proposer)
+        try:
+            m = self._measure_while_proposing(schedule, proposer)
+        except BaseException:       # interrupted: its trial must not stay RUNNING
+            with contextlib.suppress(Exception):
+                strategy.give_back(proposal)
+            raise
         if not m.counts:
             self.store.release(self.worker.id, [schedule.key])
             strategy.fail(proposal, problems=m.problems)
@@ -401,8 +418,11 @@ class _Tuner:
                                  proposer: Proposer[Proposal]) -> Measurement:
         """Measure ``schedule`` while the next proposal is made; the proposal is done when
         this returns (so in a seeded run it saw the study as it is now)."""
+        from pypto.tuner.interrupt import interruptible
+
         proposer.ahead()
-        m = self.measurer(schedule)
+        with interruptible():
+            m = self.measurer(schedule)
         proposer.wait()
         return m
 
@@ -440,7 +460,9 @@ class _Tuner:
         if deadline is not None and time.perf_counter() >= deadline:
             self.res.status = "timeout"
             return True
-        if self.should_stop is not None and self.should_stop():
+        from pypto.tuner.interrupt import requested
+
+        if requested() or (self.should_stop is not None and self.should_stop()):
             self.res.status = "interrupted"
             return True
         return False

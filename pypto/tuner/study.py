@@ -263,7 +263,8 @@ def give_back(study: optuna.Study, trial: optuna.Trial) -> bool:
 
 
 def _journal_file(path: Path) -> Any:
-    """Optuna's ``JournalFileBackend`` with its lock, minus the ``fsync`` per append.
+    """Optuna's ``JournalFileBackend`` with a lock the kernel frees when its process dies
+    (``JournalFlock``), minus the ``fsync`` per append.
 
     The journal is the samplers' memory, not the record of results (the schedule database
     is), so a line lost to a power cut costs a sampler hint and nothing else; a killed
@@ -272,11 +273,11 @@ def _journal_file(path: Path) -> Any:
     """
     import json
 
-    from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
+    from optuna.storages.journal import JournalFileBackend
 
     class JournalFile(JournalFileBackend):
         def __init__(self, file: str) -> None:
-            self.file, self.lock = file, JournalFileSymlinkLock(file)
+            self.file, self.lock = file, JournalFlock(file)
             super().__init__(file, lock_obj=self.lock)
 
         def append_logs(self, logs: list[dict[str, Any]]) -> None:
@@ -289,3 +290,40 @@ def _journal_file(path: Path) -> Any:
                 self.lock.release()
 
     return JournalFile(str(path))
+
+
+class JournalFlock:
+    """The journal's lock (what Optuna's ``JournalFileBackend`` calls ``acquire`` and
+    ``release`` on): an exclusive ``flock`` on ``<journal>.flock``, opened anew by each
+    ``acquire`` so that threads of one process exclude each other too.
+
+    Optuna's ``JournalFileSymlinkLock`` is a symbolic link that a process killed while
+    appending leaves behind, and the next writer waits out its 30-second grace period
+    before breaking it; the kernel frees a ``flock`` the moment its holder dies."""
+
+    def __init__(self, journal: str) -> None:
+        self.path = journal + ".flock"
+        self.fds: list[int] = []
+
+    def acquire(self) -> bool:
+        import fcntl
+        import os
+
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fds.append(fd)     # after the lock: only its holder touches the list
+        return True
+
+    def release(self) -> None:
+        import fcntl
+        import os
+
+        fd = self.fds.pop()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)

@@ -93,8 +93,12 @@ def named_study(storage: Any, name: str, ident: dict[str, str], *,
             if _identity_of(study, ident):
                 return study
             continue
-        # the identity first: another process that found the name taken waits for it
-        for key, value in {**ident, **(attrs or {})}.items():
+        # the identity first, its kind last: another process that found the name taken
+        # waits for the kind, and then sees the whole identity (were the kind first, it
+        # could compare a half-written identity, find it foreign and create a twin study:
+        # two processes would then tune with two samplers' studies)
+        items = {**ident, **(attrs or {})}
+        for key, value in sorted(items.items(), key=lambda kv: kv[0] == KIND_ATTR):
             study.set_user_attr(key, value)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -110,7 +114,8 @@ def _has(attrs: dict[str, Any], ident: dict[str, str]) -> bool:
 
 def _identity_of(study: optuna.Study, ident: dict[str, str]) -> bool:
     """Whether ``study``, created by someone else, is the study of ``ident``: its creator
-    sets the identity right after creating it, so an empty one is waited for."""
+    sets the identity right after creating it, the kind last, so a study without its kind
+    is waited for."""
     deadline = time.monotonic() + IDENTITY_WAIT_S
     while True:
         attrs = study.user_attrs

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from pypto.tuner.tasks import Task
 
 POLL_S = 0.25
+#: seconds the workers have to stop after a signal before they are killed
+STOP_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -61,14 +63,16 @@ class Job:
                                    transfer=self.options.transfer and self.index == 0)
 
 
-def work(job: Job, out: Any) -> None:
-    """A worker process: tune every task of ``job``; report each to ``out``."""
+def work(job: Job, out: Any, stop: Any) -> None:
+    """A worker process: tune every task of ``job``; report each to ``out``; stop (after
+    the trial in hand) once the event ``stop`` is set, or on SIGINT/SIGTERM."""
     import warnings
 
     from pypto.db import WorkerInfo, open_store
     from pypto.errors import PyptoError
     from pypto.schedule_space import space_for
     from pypto.targets.target import Target
+    from pypto.tuner.interrupt import catch_signals, requested
     from pypto.tuner.liveness import die_with_parent, parent_gone
     from pypto.tuner.loop import tune_task
     from pypto.tuner.tasks import Task
@@ -81,12 +85,15 @@ def work(job: Job, out: Any) -> None:
     options = job.worker_options()
     store = open_store(job.url)
     try:
-        for i, (kernel, index, wl, descriptor) in enumerate(job.tasks):
-            target = Target.from_dict(descriptor, "<pypto tune>")
-            task = Task(kernel, index, wl, target, space_for(wl, target))
-            res = tune_task(task, store, options, worker=worker, run_id=job.run_ids[i],
-                            should_stop=lambda: parent_gone(job.parent))
-            out.put(("done", job.index, i, res.stats()))
+        with catch_signals():   # SIGINT or SIGTERM: end the trial in hand, clean up, stop
+            for i, (kernel, index, wl, descriptor) in enumerate(job.tasks):
+                if requested() or stop.is_set():
+                    break
+                target = Target.from_dict(descriptor, "<pypto tune>")
+                task = Task(kernel, index, wl, target, space_for(wl, target))
+                res = tune_task(task, store, options, worker=worker, run_id=job.run_ids[i],
+                                should_stop=lambda: stop.is_set() or parent_gone(job.parent))
+                out.put(("done", job.index, i, res.stats()))
     except KeyboardInterrupt:
         pass
     except PyptoError as e:
@@ -109,6 +116,7 @@ class Pool:
         import multiprocessing
 
         from pypto.db import TargetInfo, WorkloadInfo
+        from pypto.tuner.interrupt import requested
         from pypto.tuner.loop import prior_records
         from pypto.tuner.record_study import RecordStudy, settled
         from pypto.tuner.strategies import get_strategy
@@ -124,7 +132,7 @@ class Pool:
         for t in tasks:
             done = store.progress(t.workload.key, t.target.key).measured
             self.before.append(done)
-            if done >= trials:
+            if done >= trials or requested():   # a signal: no more runs, no workers
                 run_ids.append(None)
                 continue
             run_ids.append(store.start_run(strategy=options.strategy, trials_asked=trials,
@@ -136,26 +144,30 @@ class Pool:
             open_study(t, strat, storage, prior)
             RecordStudy.open(store.url, t, settled(store, prior))  # workers add only theirs
         self.run_ids = run_ids
+        self.ended: set[int] = set()        # tasks whose run row has its final status
         self.procs: list[Any] = []
         self.reports: dict[int, dict[int, dict[str, Any]]] = {}   # task -> worker -> stats
         self.errors: dict[int, str] = {}                          # worker -> message
-        if all(r is None for r in run_ids):
-            return          # every workload has its trials: no worker to start
+        if all(r is None for r in run_ids) or requested():
+            return          # every workload has its trials (or a signal came): no workers
         ctx = multiprocessing.get_context("spawn")
         self.queue = ctx.Queue()
+        self.stop = ctx.Event()
         deadline = options.deadline
         wall_deadline = None if deadline is None else time.time() + deadline - time.perf_counter()
         for k in range(workers):
             job = Job(k, store.url, tuple((t.kernel, t.index, t.workload, t.target.to_dict())
                                           for t in tasks), tuple(run_ids),
                       dataclasses.replace(options, deadline=None), wall_deadline, os.getpid())
-            proc = ctx.Process(target=work, args=(job, self.queue), name=f"pypto-worker-{k}")
+            proc = ctx.Process(target=work, args=(job, self.queue, self.stop),
+                               name=f"pypto-worker-{k}")
             proc.start()
             self.procs.append(proc)
 
     def tune(self, i: int, on_progress: Callable[[TaskResult], None] | None = None
              ) -> TaskResult:
         """Wait until every worker is through task ``i`` (or gone); its outcome."""
+        from pypto.tuner.interrupt import requested
         from pypto.tuner.loop import tune_task
 
         task = self.tasks[i]
@@ -163,7 +175,7 @@ class Pool:
             return tune_task(task, self.store, dataclasses.replace(self.options, shared=False))
         res = TaskResult(task, self.trials, trials_before=self.before[i], run_id=self.run_ids[i])
         res.task_bound = _bound(task)
-        looked = 0.0
+        looked = asked = 0.0
         while True:
             self._drain()
             waiting = [k for k, p in enumerate(self.procs)
@@ -179,8 +191,13 @@ class Pool:
                 on_progress(res)
             if not waiting:
                 break
+            if requested() and not asked:   # the workers end their trials, give back claims
+                asked = time.perf_counter()
+                self.interrupt()
+            elif asked and time.perf_counter() - asked > STOP_S:
+                self.interrupt(force=True)
         self._drain(wait=False)   # a worker that exited has flushed its reports
-        return self._outcome(i, res)
+        return self._outcome(i, res, interrupted=requested() is not None)
 
     def _drain(self, wait: bool = True) -> None:
         with contextlib.suppress(queues.Empty):
@@ -192,7 +209,32 @@ class Pool:
                     self.errors[msg[1]] = msg[2]
                 msg = self.queue.get_nowait()
 
-    def _outcome(self, i: int, res: TaskResult) -> TaskResult:
+    def interrupt(self, force: bool = False) -> None:
+        """Ask the workers to stop: each ends its trial, gives back its claims and fails
+        its unmeasured trials (an event, not a signal: a Ctrl-C at a terminal reaches them
+        already, and a second SIGINT tells a worker to quit without saving). ``force``:
+        SIGKILL them (their claims are freed and their trials re-queued by the next run)."""
+        if not self.procs:
+            return
+        self.stop.set()
+        for p in self.procs if force else []:
+            if p.exitcode is None and p.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.pid, signal.SIGKILL)
+
+    def end_unfinished(self, status: str = "interrupted") -> None:
+        """End the run rows of the tasks not waited for (the run stopped before them)
+        with ``status``, counting what the workers measured for each."""
+        for i, run_id in enumerate(self.run_ids):
+            if run_id is None or i in self.ended:
+                continue
+            t = self.tasks[i]
+            measured = self.store.progress(t.workload.key, t.target.key).measured
+            self.store.update_run(run_id, trials_done=max(0, measured - self.before[i]),
+                                  status=status)
+            self.ended.add(i)
+
+    def _outcome(self, i: int, res: TaskResult, interrupted: bool = False) -> TaskResult:
         task, reports = self.tasks[i], list(self.reports.get(i, {}).values())
         for name in ("trials_run", "rejected", "duplicates", "errors", "requeued",
                      "transferred", "mutated", "uniform", "measure_s", "lower_s", "simulate_s"):
@@ -212,7 +254,9 @@ class Pool:
         if res.default_cycles is not None and (res.best_cycles is None
                                                or res.default_cycles < res.best_cycles):
             res.best_cycles, res.best_schedule = res.default_cycles, default
-        if len(reports) < self.n and res.status == "done" and res.trials_total < self.trials:
+        if interrupted:
+            res.status = "interrupted"
+        elif len(reports) < self.n and res.status == "done" and res.trials_total < self.trials:
             res.status = "failed"
         res.elapsed = time.perf_counter() - res.started
         if res.run_id is not None:
@@ -220,6 +264,7 @@ class Pool:
                                   best_cycles=res.best_cycles,
                                   status="failed" if res.status == "failed" else (
                                       "interrupted" if res.status == "interrupted" else "done"))
+            self.ended.add(i)
         return res
 
     def lost(self) -> list[str]:
@@ -235,20 +280,16 @@ class Pool:
     def close(self, abort: bool = False) -> None:
         """Wait for the workers (they are through every task); with ``abort``, interrupt
         them first (they give back their claims on the way out)."""
-        if not self.procs:
-            return
         if abort:
-            for p in self.procs:
-                if p.exitcode is None and p.pid is not None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(p.pid, signal.SIGINT)
+            self.interrupt()
         for p in self.procs:
             p.join(timeout=10)
         for p in self.procs:
             if p.exitcode is None:
                 p.terminate()
                 p.join(timeout=5)
-        self.queue.close()
+        if self.procs:
+            self.queue.close()
 
 
 def _default_cycles(store: ScheduleStore, task: Task) -> int | None:

@@ -33,6 +33,24 @@ from pypto.frontend.ops.linalg import (
     dot,
     matmul,
 )
+from pypto.frontend.ops.math import (
+    clip,
+    erf,
+    power,
+)
+from pypto.frontend.ops.movement import (
+    concatenate,
+    pad,
+    split,
+    stack,
+)
+from pypto.frontend.ops.norms import (
+    rms_norm,
+)
+from pypto.frontend.ops.pooling import (
+    avg_pool2d,
+    max_pool2d,
+)
 from pypto.frontend.ops.reductions import (
     layernorm,
     max,
@@ -52,6 +70,16 @@ from pypto.frontend.ops.views import (
 )
 
 __all__ = [
+    "avg_pool2d",
+    "max_pool2d",
+    "concatenate",
+    "pad",
+    "split",
+    "stack",
+    "clip",
+    "erf",
+    "power",
+    "rms_norm",
     "abs",
     "add",
     "broadcast_to",

@@ -58,7 +58,8 @@ def broadcast_to(x: Any, shape: Any) -> Tensor:
 
 
 def getitem(x: Tensor, index: Any) -> Tensor:
-    """Basic indexing: ints, slices with positive steps, ``...`` and ``None``.
+    """Basic indexing: ints, slices (steps of either sign: ``x[::-1]`` reverses, ``x[::2]``
+    strides), ``...`` and ``None``.
 
     Inside a kernel this is a view (no copy); on a concrete tensor it slices the host data.
     """
@@ -97,21 +98,22 @@ def getitem(x: Tensor, index: Any) -> Tensor:
             k %= size
             begin.append(k), end.append(k + 1), step.append(1)
         elif isinstance(i, slice):
+            if i.step is not None and not isinstance(i.step, (int, np.integer)):
+                raise ShapeError(f"slice step {i.step!r} must be an int")
+            if i.step == 0:
+                raise ShapeError(f"slice step cannot be zero (axis {dim}); use a positive "
+                                 "step, or a negative one to reverse")
             b, e, s = i.indices(size)
-            if s <= 0:
-                raise UnsupportedError("negative or zero slice steps are not supported; "
-                                       "slice forward and reverse on the host")
-            n = builtins.max(0, (e - b + s - 1) // s)
+            n = len(range(b, e, s))
             begin.append(b), end.append(b + n * s if n else b), step.append(s)
             out_shape.append(n)
         else:
             raise UnsupportedError(f"unsupported index {i!r}: use ints, slices, '...' or "
                                    "None (no advanced/boolean indexing)")
         dim += 1
-    sliced_shape = tuple((e - b + s - 1) // s if e > b else 0
-                         for b, e, s in zip(begin, end, step))
+    sliced_shape = tuple(len(range(b, e, s)) for b, e, s in zip(begin, end, step))
     y = x
-    if sliced_shape != x.shape:
+    if sliced_shape != x.shape or any(st != 1 for st in step):
         y = _record("slice", [x], {"begin": tuple(begin), "end": tuple(end),
                                    "step": tuple(step)}, sliced_shape, x.dtype)
     return reshape(y, tuple(out_shape))
