@@ -15,6 +15,10 @@ one COPY; with the schedule's ``im2col="filter_row"``, the taps of a filter row
 padding read a one-element zero tensor with row and column strides 0. Copies that
 continue each other (whole rows of a 1x1 convolution, adjacent padding rows,
 neighbouring taps of a padding row) are merged.
+
+A grouped conv runs one GEMM per group (a block's group picks its input channels,
+weight columns and output columns). An NCHW conv is ``codegen.conv_nchw``'s, a
+depthwise conv under ``engine="vector"`` ``codegen.conv_depthwise``'s.
 """
 
 from __future__ import annotations

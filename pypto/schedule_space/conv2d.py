@@ -18,7 +18,12 @@ Knobs: the matmul ones (``m1`` x ``n1`` output block in L0C, ``k1`` per L1 load,
   taps ``(r, s .. s')`` of a filter row at once (one longer run per pixel, which pays
   when stride_w > 1 makes per-tap rows separate short bursts; rows then overlap, so
   with stride_w 1 it is usually slower). It needs dilation_w 1 and ``(w, c)``
-  contiguous.
+  contiguous. Reading NCHW (``conv2d_nchw``, the GEMM transposed: ``m1`` pixels are
+  then the MMAD's columns, ``n1`` channels its rows) its choices are ``"tap"`` (from GM)
+  and ``"staged"`` (the chunk's input rows through UB).
+
+A grouped conv is one GEMM per group (blocks over groups too). A depthwise conv's space
+adds ``engine`` and the vector unit's knobs (``conv_depthwise``).
 """
 
 from __future__ import annotations
