@@ -159,7 +159,7 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
         chunks = core_chunks(units[core::s["cores"]], channels, pixels, k1)
         sb = StreamBuilder(target)
         if zeros is not None and len(chunks):
-            sb.emit(Op.VDUP, Operand(zeros.mem, zeros.addr(0), 1, 1, 1), dtype=in_dt, imm=0.0)
+            load_zero(sb, zeros, ctx.zero_sym, in_dt)
         todo = [Chunk(*c) for c in chunks.tolist()]
         if stage is None:
             software_pipeline(sb, todo, s["l1_depth"], ctx.load, ctx.compute, (0, 0))
@@ -167,6 +167,14 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
             staged_pipeline(sb, todo, s["l1_depth"], ctx)
         streams.append(sb)
     return streams
+
+
+def load_zero(sb: StreamBuilder, zeros: Slots, zero_sym: int, dtype: object) -> None:
+    """The UB zero element staged padding fills read: the workload's zero constant (so
+    it is read, as every input must be), when it has one (no padding: no fills)."""
+    if zero_sym >= 0:
+        sb.emit(Op.COPY, Operand(zeros.mem, zeros.addr(0), 1, 1, 1),
+                Operand(Mem.GM, 0, 1, 1, 1, 1, gm=zero_sym), dtype=dtype)
 
 
 def staged_pipeline(sb: StreamBuilder, chunks: list[Chunk], depth: int, ctx: _Ctx) -> None:
