@@ -8,7 +8,12 @@ dataset). The lookup chain then answers twice, through ``ScheduleResolver``:
 - with the model trained on that database (``train_from_store``): ``model``.
 
 Each pick is measured on the simulator and compared with the workload's tuned best (the
-best of its own hidden records). Also timed: the model step alone (``model_pick`` with
+best of its own hidden records) and with its default schedule. The model step departs
+from the default only by the model's calibrated margin (``pypto.cost_model.calibration``,
+computed when ``train_from_store`` trains it, by cross-validation over the *other*
+workloads: the held-out one never enters it); the uncalibrated pick (the best-scored
+candidate, whatever its margin) is measured too, to show what the margin costs and saves.
+Also timed: the model step alone (``model_pick`` with
 the model loaded; wall and process CPU time, median of 5, with the load average, since
 the machine may be shared), and the whole cold lookup (store, model load, pick).
 
@@ -34,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cost_model_data  # noqa: E402
 
-from pypto.compile.model_pick import model_pick  # noqa: E402
+from pypto.compile.model_pick import model_pick, scored_pool  # noqa: E402
 from pypto.compile.resolver import ScheduleResolver  # noqa: E402
 from pypto.db import Record, open_store  # noqa: E402
 from pypto.db.cost_models import load_from_store, train_from_store  # noqa: E402
@@ -83,13 +88,23 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--objective", default=None, help="default: the model's default")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--names", default=None,
+                    help="comma-separated suite workloads to hold out (default: all)")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="an earlier result file whose rows of the workloads not held out "
+                         "now are kept (their families' models and picks do not depend on "
+                         "the ones rerun)")
     args = ap.parse_args()
     data = (cost_model_data.load(args.dataset) if args.dataset.exists()
             else cost_model_data.build(args.dataset))
     target = load_target(data["target"])
     rows = []
     tmp = Path(tempfile.mkdtemp(prefix="pypto_pick_"))
+    names = set(args.names.split(",")) if args.names else None
+    earlier = json.loads(args.keep.read_text())["rows"] if args.keep is not None else []
     for name, entry in data["workloads"].items():
+        if names is not None and name not in names:
+            continue
         wl = workload_from_json(entry["workload"])
         family = entry["family"]
         if sum(e["family"] == family for n, e in data["workloads"].items() if n != name) == 0:
@@ -108,30 +123,51 @@ def main() -> None:
             model_pick(store, wl, target, model)
             lat.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
+        scored = scored_pool(store, wl, target, model)
         store.close()
+        assert scored is not None
+        raw = scored[0][int(scored[1].argmax())]
         picked, picked_src, cold_s = resolve(url, wl, target)
         meas = Measurer(wl, target, space=space_for(wl, target))
 
         c_model, c_nearest = cycles(picked, known, meas), cycles(nearest, known, meas)
         c_default = cycles(space_for(wl, target).default(), known, meas)
+        c_raw = cycles(raw, known, meas)
+        margin = model.metrics.get("departure_margin")
         row = {"workload": name, "family": family, "tuned_best": tuned,
                "model_source": picked_src, "nearest_source": nearest_src,
                "model_cycles": c_model, "nearest_cycles": c_nearest, "default_cycles": c_default,
                "model_vs_tuned": tuned / c_model if c_model else 0.0,
                "nearest_vs_tuned": tuned / c_nearest if c_nearest else 0.0,
                "default_vs_tuned": tuned / c_default if c_default else 0.0,
+               "raw_cycles": c_raw, "raw_vs_tuned": tuned / c_raw if c_raw else 0.0,
+               "model_vs_default": c_default / c_model if c_model and c_default else 0.0,
+               "raw_vs_default": c_default / c_raw if c_raw and c_default else 0.0,
+               "departure_margin": margin, "departed": picked != space_for(wl, target).default(),
+               "held_out_picks": len(model.metrics.get("held_out", [])),
                "pick_ms": 1e3 * statistics.median(lat),
                "pick_cpu_ms": 1e3 * statistics.median(cpu), "cold_lookup_ms": 1e3 * cold_s,
                "load_average": os.getloadavg()[0]}
         rows.append(row)
-        print(f"{name:28s} {family:7s} model {row['model_vs_tuned']:.3f} ({picked_src}) nearest "
+        print(f"{name:28s} {family:7s} model {row['model_vs_tuned']:.3f} ({picked_src}"
+              f"{', departed' if row['departed'] else ''}) uncalibrated "
+              f"{row['raw_vs_tuned']:.3f} nearest "
               f"{row['nearest_vs_tuned']:.3f} ({nearest_src}) default {row['default_vs_tuned']:.3f}"
               f"  pick {row['pick_ms']:.1f} ms (cpu {row['pick_cpu_ms']:.1f} ms, load "
               f"{row['load_average']:.1f})  cold lookup {row['cold_lookup_ms']:.0f} ms",
               flush=True)
+    if args.keep is not None:
+        rerun = {r["workload"] for r in rows}
+        kept = [r for r in earlier if r["workload"] not in rerun]
+        order = list(data["workloads"])
+        rows = sorted([*kept, *({**r, "rerun": True} for r in rows)],
+                      key=lambda r: order.index(r["workload"]))
+    keys = ("model_vs_tuned", "raw_vs_tuned", "nearest_vs_tuned", "default_vs_tuned",
+            "model_vs_default", "raw_vs_default")
     med = {k: statistics.median(r[k] for r in rows)
-           for k in ("model_vs_tuned", "nearest_vs_tuned", "default_vs_tuned", "pick_ms",
-                     "pick_cpu_ms", "cold_lookup_ms")}
+           for k in (*keys, "pick_ms", "pick_cpu_ms", "cold_lookup_ms")}
+    worst = {k: min(r[k] for r in rows) for k in keys}
+    below = {k: sum(r[k] < 0.95 for r in rows) for k in ("model_vs_default", "raw_vs_default")}
     better = sum(r["model_vs_tuned"] > r["nearest_vs_tuned"] + 1e-9 for r in rows)
     worse = sum(r["model_vs_tuned"] < r["nearest_vs_tuned"] - 1e-9 for r in rows)
     print(f"\nmedian over {len(rows)} workloads: model pick / tuned best "
@@ -141,8 +177,14 @@ def main() -> None:
           f"{max(r['pick_ms'] for r in rows):.1f} ms; cpu {med['pick_cpu_ms']:.1f} ms (median), "
           f"max {max(r['pick_cpu_ms'] for r in rows):.1f} ms; cold lookup "
           f"{med['cold_lookup_ms']:.0f} ms")
+    print("worst: " + ", ".join(f"{k} {v:.3f}" for k, v in worst.items()) +
+          f"; below 0.95 of the default: model {below['model_vs_default']}, uncalibrated "
+          f"{below['raw_vs_default']}; departed from the default on "
+          f"{sum(r['departed'] for r in rows)} of {len(rows)}")
     out = {"benchmark": "compile_pick", "target": data["target"], "rounds": args.rounds,
-           "dataset": str(args.dataset), "rows": rows, "median": med,
+           "dataset": str(args.dataset), "kept_from": str(args.keep or ""), "rows": rows,
+           "median": med, "worst": worst,
+           "below_095_of_default": below, "departed": sum(r["departed"] for r in rows),
            "model_better_than_nearest": better, "model_worse_than_nearest": worse}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2) + "\n")

@@ -42,6 +42,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from suite import Case, load_cases, steepest_descent  # noqa: E402
 
 from pypto.db import open_store  # noqa: E402
+from pypto.sim import MODEL_VERSION  # noqa: E402
 from pypto.tuner.loop import tune_task  # noqa: E402
 from pypto.tuner.measure import Measurer  # noqa: E402
 from pypto.tuner.options import TuneOptions  # noqa: E402
@@ -267,11 +268,25 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=None, help="random sample of the optimum")
     ap.add_argument("--kicks", type=int, default=None, help="local-search kicks")
     ap.add_argument("--out", type=pathlib.Path, default=OUT)
-    ap.add_argument("--optimum-from", type=pathlib.Path, default=None,
-                    help="reuse the optimum estimates of an earlier result file (same target "
-                         "and timing model), e.g. to compare two versions of the tuner on "
-                         "one optimum; its optimum is a floor for this one's")
+    ap.add_argument("--optimum-from", type=pathlib.Path, action="append", default=[],
+                    help="reuse the optimum estimates of an earlier result file of this "
+                         "benchmark or of default_quality.py (same target and timing model; "
+                         "repeat the option for several files: per workload the lowest "
+                         "optimum wins), e.g. to compare two versions of the tuner on one "
+                         "optimum; its optimum is a floor for this one's")
+    ap.add_argument("--merge", type=pathlib.Path, nargs="+", default=None,
+                    help="measure nothing: merge the runs of these result files (same target "
+                         "and trials; when a later file has runs of a strategy for a workload, "
+                         "an earlier file's runs of it become '<strategy>-earlier'), take per "
+                         "workload the lowest optimum of the files, of --optimum-from and of "
+                         "--floor, and recompute the tables")
+    ap.add_argument("--floor", type=pathlib.Path, default=None,
+                    help="with --merge: a cost_model_data.py dataset whose best measured "
+                         "schedule per workload is an optimum floor")
     args = ap.parse_args()
+    if args.merge:
+        merge(args.merge, args.optimum_from, args.floor, args.target, args.out)
+        return
 
     strategies = [s for s in args.strategies.split(",") if s]
     for s in strategies:
@@ -286,8 +301,7 @@ def main() -> None:
     if missing:
         raise SystemExit(f"not in the suite: {', '.join(missing)}")
 
-    earlier = json.loads(args.optimum_from.read_text())["workloads"] if args.optimum_from \
-        else {}
+    earlier = earlier_optima(args.optimum_from, args.target)
     t0 = time.perf_counter()
     workloads: dict[str, Any] = {}
     for name in names:
@@ -331,7 +345,8 @@ def main() -> None:
         "benchmark": "tuner_quality", "target": args.target, "strategies": strategies,
         "trials": trials, "seeds": seeds, "quick": args.quick,
         "optimum_search": {"samples": samples, "starts": 3, "kicks": kicks,
-                           "from": str(args.optimum_from or "")},
+                           "from": [str(p) for p in args.optimum_from]},
+        "model_version": MODEL_VERSION,
         "workloads": workloads, "wall_s": round(time.perf_counter() - t0, 1),
         "commit": _commit(), "machine": {"python": platform.python_version(),
                                          "platform": platform.platform()}}
@@ -340,6 +355,88 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
     print(f"wrote {args.out}")
+
+
+def merge(paths: list[pathlib.Path], optimum_from: list[pathlib.Path],
+          floor: pathlib.Path | None, target: str, out: pathlib.Path) -> None:
+    """Runs of several result files over one optimum per workload (the lowest any file,
+    estimate or run found), every figure recomputed from the runs' curves."""
+    files = [json.loads(p.read_text()) for p in paths]
+    trials = {f["trials"] for f in files}
+    if len(trials) != 1 or any(f["target"] != target for f in files):
+        raise SystemExit("--merge wants result files of one target and one --trials")
+    n = trials.pop()
+    floors = earlier_optima(optimum_from, target)
+    if floor is not None:
+        data = json.loads(floor.read_text())
+        for name, w in data["workloads"].items():
+            best = min(c for _, c in w["points"])
+            if name not in floors or best < floors[name]["optimum"]:
+                floors[name] = {**floors.get(name, {}), "optimum": best}
+    workloads: dict[str, Any] = {}
+    strategies: list[str] = []
+    for f in files:
+        for name, w in f["workloads"].items():
+            mine = workloads.setdefault(name, {**w, "runs": []})
+            new = {r["strategy"] for r in w["runs"]}
+            mine["runs"] = [{**r, "strategy": f"{r['strategy']}-earlier"}
+                            if r["strategy"] in new else r for r in mine["runs"]] + w["runs"]
+            mine["optimum"] = min(mine["optimum"], w["optimum"])
+            strategies += [s for s in f["strategies"] if s not in strategies]
+    present = {r["strategy"] for w in workloads.values() for r in w["runs"]}
+    strategies = [name for s in strategies for name in (f"{s}-earlier", s) if name in present]
+    for name, w in workloads.items():
+        w["optimum"] = min([w["optimum"], floors.get(name, {}).get("optimum", float("inf")),
+                            *(r["curve"][-1] for r in w["runs"] if r["curve"])])
+        for r in w["runs"]:
+            best = r["curve"]
+            r.update({f"at_{c}": at(best, w["optimum"], c) for c in CHECKPOINTS if c <= n})
+            r.update({f"to_{int(lv * 100)}": trials_to(best, w["optimum"], lv)
+                      for lv in LEVELS})
+        w.pop("median", None)
+    result: dict[str, Any] = {
+        "benchmark": "tuner_quality", "target": target, "strategies": strategies,
+        "trials": n, "seeds": max(f["seeds"] for f in files), "quick": False,
+        "merged_from": [str(p) for p in paths], "floor": str(floor or ""),
+        "optimum_search": [f.get("optimum_search") for f in files],
+        "model_version": MODEL_VERSION, "workloads": workloads, "commit": _commit()}
+    result["overall"] = summarize(workloads, strategies, n)
+    print_tables(result)
+    out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    print(f"wrote {out}")
+
+
+def earlier_optima(paths: list[pathlib.Path], target: str) -> dict[str, Any]:
+    """Per workload ``{"estimate", "optimum"}`` from earlier result files: this benchmark's
+    (``workloads``) or ``default_quality.py``'s (``rows``, its ``best_cycles`` an estimate
+    by the same ``estimate_optimum``). The lowest optimum of the files wins; a file of
+    another target or timing model is refused (its cycles mean something else)."""
+    out: dict[str, Any] = {}
+    for path in paths:
+        data = json.loads(path.read_text())
+        version = data.get("model_version")
+        if data.get("target", target) != target or (version and version != MODEL_VERSION):
+            raise SystemExit(f"{path}: measured for {data.get('target')} under {version}, "
+                             f"not {target} under {MODEL_VERSION}; estimate the optimum anew")
+        if "workloads" in data:
+            found = {n: {"estimate": w["estimate"], "optimum": w["optimum"]}
+                     for n, w in data["workloads"].items()}
+        else:
+            found = {}
+            for r in data["rows"]:
+                per_us = r["default_cycles"] / r["default_us"]
+                est = {"cycles": r["best_cycles"], "exact": r.get("exact", False),
+                       "default_cycles": r["default_cycles"],
+                       "sample_best": r["sample_best_us"] * per_us,
+                       "descent_best": r["descent_best_us"] * per_us,
+                       "last_phase_gain": r["descent_best_us"] / r["best_us"] - 1.0,
+                       "measurements": r["evaluations"], "seconds": r["wall_s"],
+                       "from": str(path)}
+                found[r["name"]] = {"estimate": est, "optimum": r["best_cycles"]}
+        for name, entry in found.items():
+            if name not in out or entry["optimum"] < out[name]["optimum"]:
+                out[name] = entry
+    return out
 
 
 def _commit() -> str:

@@ -201,7 +201,7 @@ def main() -> None:
     saved = json.loads(OUT.read_text()) if OUT.exists() else {}
     if args.case == "gemm":
         out = {**record, "gemm": [n, n, n],
-               **({"softmax": saved["softmax"]} if "softmax" in saved else {})}
+               **{k: v for k, v in saved.items() if k.startswith("softmax") or k == args.key}}
     else:
         out = {**saved, args.key: {**record, "shape": [n, n], "dtype": "float32"}}
     OUT.parent.mkdir(parents=True, exist_ok=True)

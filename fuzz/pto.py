@@ -133,9 +133,39 @@ def gm_arrays(program, seed: int = 0) -> list[np.ndarray] | None:  # type: ignor
     return out
 
 
+def mutate_program(program, rng: random.Random, edits: int = 3):  # type: ignore[no-untyped-def]
+    """A copy of ``program`` with ``edits`` fields of random instructions set to edge
+    values of their type (what a program built in code, not parsed, may hold)."""
+    import dataclasses
+
+    cores = [stream.copy() for stream in program.cores]
+    for _ in range(edits):
+        stream = rng.choice(cores) if cores else None
+        if stream is None or not len(stream):
+            continue
+        field = rng.choice(stream.dtype.names)
+        info = np.iinfo(stream.dtype[field]) if stream.dtype[field].kind in "iu" else None
+        value = rng.choice(INTERESTING) * rng.choice((1, -1))
+        if info is not None:
+            value = min(max(value, info.min), info.max)
+        stream[field][rng.randrange(len(stream))] = value
+    return dataclasses.replace(program, cores=tuple(cores))
+
+
 def run_text(text: str, *, engines: tuple[str, ...] = ("cython", "reference")) -> str:
     """Parse, check, execute and time ``text`` (see the module doc); the outcome."""
     from pypto.codegen.asm import parse
+    from pypto.errors import PyptoError
+
+    try:
+        program = parse(text)
+    except PyptoError as e:
+        return type(e).__name__
+    return run_program(program, engines=engines)
+
+
+def run_program(program, *, engines: tuple[str, ...] = ("cython", "reference")) -> str:  # type: ignore[no-untyped-def]
+    """Check, execute and time ``program`` on its target; the outcome (as ``run_text``)."""
     from pypto.errors import PyptoError
     from pypto.sim.check import check_program
     from pypto.sim.executor import execute
@@ -143,7 +173,6 @@ def run_text(text: str, *, engines: tuple[str, ...] = ("cython", "reference")) -
     from pypto.targets import load_target
 
     try:
-        program = parse(text)
         target = load_target(program.target)
         check_program(program, target)
         gm = gm_arrays(program)

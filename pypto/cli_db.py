@@ -70,8 +70,23 @@ def _store(url: str | None) -> Iterator[ScheduleStore]:
             store.close()
     except PyptoError as e:
         raise _fail(str(e)) from None
+    except BrokenPipeError:
+        # the reader went away (`pypto db list | head`): what it read is what it wanted
+        _quiet_stdout()
+        raise typer.Exit(141) from None
     except OSError as e:
         raise _fail(f"{e.filename or ''}: {e.strerror or e}".lstrip(": ")) from None
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit does not fail again."""
+    import os
+    import sys
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass   # not a real file (a test's captured output)
 
 
 def _where(store: ScheduleStore) -> str:

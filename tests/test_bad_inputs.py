@@ -24,8 +24,10 @@ from pypto.cli_output import MAX_SEED, printable, usable_cpus
 from pypto.codegen.asm import parse
 from pypto.db import open_store
 from pypto.db.jsonl import FIELD_LENGTHS, MAX_LINE_BYTES, import_records
-from pypto.errors import AsmError, DatabaseError, LogFormatError, TargetError
+from pypto.errors import DatabaseError, LogFormatError, SimError, TargetError
+from pypto.sim.check import check_program
 from pypto.sim.executor import execute
+from pypto.sim.timing import simulate
 from pypto.targets import load_target
 from pypto.targets.sanity import VECTOR_OPS
 
@@ -302,23 +304,34 @@ def program(body: str, tensors: str = ".tensor A float16 [16] in") -> str:
     "UB[0x7fffffffffffffff:1x16,16,1]",         # an address at the end of int64
 ])
 def test_strides_and_addresses_near_2_63_are_refused_naming_the_line(operand: str) -> None:
-    text = program(f"    COPY.F16 {operand}, GM[A][0:1x16,16,1]")
-    with pytest.raises(AsmError, match=r"line 4, column \d+: the operand reaches \d+ bytes"):
-        parse(text)
+    """The text is a faithful listing of any instruction (it parses); the check refuses
+    it before the int64 arithmetic of the bounds checks could wrap."""
+    prog = parse(program(f"    COPY.F16 {operand}, GM[A][0:1x16,16,1]"))
+    target = load_target("ascend910b")
+    with pytest.raises(SimError, match=r"line 4.*operand d reaches 2\*\*62 bytes or more"):
+        check_program(prog, target)
+    with pytest.raises(SimError, match="operand d reaches"):
+        simulate(prog, target)
+    gm = [np.zeros(16, dtype=np.float16)]
+    with pytest.raises(SimError):
+        execute(prog, target, gm)
 
 
 def test_a_tensor_past_2_63_bytes_is_refused() -> None:
-    with pytest.raises(AsmError, match=r"line 2.*tensor 'A'.*more than any memory"):
-        parse(program("    NOP", f".tensor A float16 [{2**62},2] in"))
+    prog = parse(program("    NOP", f".tensor A float16 [{2**62},2] in"))
+    with pytest.raises(SimError, match=r"tensor A of \d+ elements takes more bytes than any"):
+        check_program(prog, load_target("ascend910b"))
 
 
-def test_5000_cores_are_refused_at_the_first_core_too_many() -> None:
+def test_5000_cores_are_refused_before_running() -> None:
     body = "    COPY.F16 UB[0x0:1x16,16,1], GM[A][0:1x16,16,1]"
-    text = ".program p target=ascend910b\n.tensor A float16 [16] in\n" + "".join(
-        f".core {i}\n{body}\n" for i in range(5000))
-    with pytest.raises(AsmError, match=r"line 99, column 7: core 48 does not exist: the "
-                                       r"target has 48 cores"):
-        parse(text)
+    prog = parse(".program p target=ascend910b\n.tensor A float16 [16] in\n" + "".join(
+        f".core {i}\n{body}\n" for i in range(5000)))
+    target = load_target("ascend910b")
+    for run in (lambda: check_program(prog, target), lambda: simulate(prog, target),
+                lambda: simulate(prog, target, engine="reference")):
+        with pytest.raises(SimError, match="p: 5000 cores, but ascend910b has 48"):
+            run()
 
 
 @settings(max_examples=30, deadline=None)
@@ -366,3 +379,91 @@ def test_control_characters_from_a_log_print_escaped(tmp_path: Path) -> None:
     assert "\x1b" not in shown and "\x07" not in shown and "\r" not in shown
     assert "bad \\x1b[2J\\x1b[31mred\\x07\\x0d!" in shown
     assert "evil\\x1b]0;title\\x07" in shown
+
+
+# -- a read-only database --------------------------------------------------------------------
+
+
+@pytest.fixture
+def read_only_db(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A PyPTO database (WAL, as PyPTO makes them) in a directory nobody may write, the
+    file too: ``chattr +i``, which holds even for root (the tests may run as root)."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    db = folder / "p.db"
+    assert runner.invoke(app, ["db", "import", str(GEMM_LOG), "--db", str(db)]).exit_code == 0
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    done = subprocess.run(["chattr", "+i", str(db), str(folder)], capture_output=True)
+    if done.returncode != 0 or os.access(folder, os.W_OK):
+        subprocess.run(["chattr", "-i", str(db), str(folder)], capture_output=True)
+        pytest.skip("cannot make a read-only directory here (chattr +i)")
+    yield db
+    subprocess.run(["chattr", "-i", str(db), str(folder)], check=True)
+
+
+LOOKUP = """
+import numpy as np, pypto
+@pypto.kernel
+def gemm(A, B):
+    return pypto.matmul(A, B)
+with pypto.Context(device_type="npu", target="ascend910b"):
+    A = pypto.tensor(np.ones((1024, 1024)), dtype="float16")
+    print(gemm.lower(A, A).sources[0])
+"""
+
+
+def test_a_read_only_database_can_still_be_read(read_only_db: Path, tmp_path: Path) -> None:
+    for command in (["db", "stats"], ["db", "list"]):
+        result = runner.invoke(app, [*command, "--db", str(read_only_db)])
+        assert result.exit_code == 0 and "500" in result.output, result.output
+    script = tmp_path / "lookup.py"
+    script.write_text(LOOKUP)
+    found = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                           timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT),
+                                             "PYPTO_DB": str(read_only_db)})
+    assert found.stdout.strip() == "tuned", found.stderr
+    assert sorted(p.name for p in read_only_db.parent.iterdir()) == ["p.db"]   # nothing added
+
+
+def test_writing_a_read_only_database_says_so(read_only_db: Path) -> None:
+    result = runner.invoke(app, ["db", "import", str(GEMM_LOG), "--db", str(read_only_db)])
+    one_line_error(result, "is read-only for PyPTO here", "--db")
+
+
+# -- a password with an unescaped "@" ------------------------------------------------------
+
+
+def test_an_unescaped_at_in_a_password_is_not_taken_for_the_host() -> None:
+    """SQLAlchemy reads ``user:ab@cd@host`` as the password ``ab`` on host ``cd@host``; the
+    driver's error then printed ``cd`` (the password's tail) as a host it cannot resolve."""
+    result = runner.invoke(app, ["db", "stats", "--db",
+                                 "postgresql+psycopg://u:s3c@r3t-Zq@127.0.0.1:1/x"])
+    one_line_error(result, "cannot connect", "127.0.0.1")
+    assert "r3t-Zq" not in result.output and "s3c" not in result.output
+
+
+@pytest.mark.skipif(not PG_URL, reason="set PYPTO_TEST_PG_URL for PostgreSQL")
+def test_a_password_with_an_unescaped_at_connects(tmp_path: Path) -> None:
+    """The server of the tests trusts loopback connections: the password is not checked,
+    but the host must be the real one for the connection to succeed."""
+    url = (PG_URL or "").replace("://postgres@", "://postgres:s3c@r3t-Zq@", 1)
+    assert url != PG_URL
+    result = runner.invoke(app, ["db", "stats", "--db", url])
+    assert result.exit_code == 0, result.output
+    assert "r3t-Zq" not in result.output and "s3c" not in result.output
+
+
+def test_a_reader_that_goes_away_is_no_error(tmp_path: Path) -> None:
+    """``pypto db show KEY | head -2`` once ended in ``error: Broken pipe``."""
+    db = str(tmp_path / "x.db")
+    assert runner.invoke(app, ["db", "import", str(GEMM_LOG), "--db", db]).exit_code == 0
+    key = json.loads(GEMM_LOG.read_text().splitlines()[0])["workload"]["key"]
+    shown = subprocess.Popen([sys.executable, "-m", "pypto.cli", "db", "show", key[:12],
+                              "--db", db, "--limit", "500"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert shown.stdout is not None and shown.stderr is not None
+    assert shown.stdout.readline().startswith(b"workload")
+    shown.stdout.close()          # the reader goes away, as head does
+    assert shown.wait(timeout=120) in (0, 141)
+    assert shown.stderr.read() == b""

@@ -10,10 +10,13 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import pypto
-from pypto.compile.model_pick import model_pick, transferred
+from pypto.compile.model_pick import choose, model_pick, scored_pool, transferred
 from pypto.compile.resolver import ScheduleResolver
+from pypto.cost_model.calibration import HeldOut, departure_margin, held_out_picks
 from pypto.db import Record, open_store
 from pypto.db.cost_models import load_from_store, retrain_if_grown, train_from_store
 from pypto.errors import CostModelError
@@ -128,4 +131,72 @@ def test_train_from_store_errors_without_data_and_retrains_on_growth(tmp_path):
     assert again is not None and again.samples == len(pts)
     x = np.zeros((1, len(first.feature_names)))
     assert np.array_equal(first.predict(x), again.predict(x))
+    store.close()
+
+
+# -- the departure margin (pypto.cost_model.calibration) --------------------------------
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(-5, 5), st.floats(0.1, 3.0)), max_size=30))
+def test_the_departure_margin_clears_every_unsafe_held_out_pick(picks):
+    margin = departure_margin(picks, loss=0.05, min_picks=0)
+    assert margin >= 0.0
+    # every held-out pick the rule would have taken (margin reached) was safe
+    assert all(g >= 0.95 for m, g in picks if m >= margin)
+    # and it is the least such margin: an unsafe pick sits just below it, or none exists
+    unsafe = [m for m, g in picks if g < 0.95]
+    if not unsafe:
+        assert margin == 0.0
+    else:
+        assert max(unsafe) < margin <= max(0.0, max(unsafe)) + 1e-6
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(-10, 10), min_size=1, max_size=40),
+       st.one_of(st.none(), st.floats(0, 5), st.just(float("inf"))))
+def test_choose_departs_from_the_default_only_by_the_margin(scores, margin):
+    s = np.asarray(scores)
+    i = choose(s, margin)
+    if margin is None or not np.isfinite(margin) or s.max() - s[0] < margin:
+        assert i == 0
+    else:
+        assert s[i] == s.max() and s[i] - s[0] >= margin
+
+
+def test_held_out_picks_train_without_the_held_out_workload():
+    """Each held-out pick is scored by a model that never saw that workload: a 'model' that
+    memorizes its training rows scores an unseen row 0, so its picks are the defaults."""
+    rng = np.random.default_rng(0)
+    data = [HeldOut(rng.random((6, 3)) + i, 100.0 + rng.random(6), 0) for i in range(4)]
+    seen_by_fold = []
+
+    def fit(train):
+        rows = np.concatenate([x for x, _ in train])
+        seen_by_fold.append(rows)
+        return lambda x: np.array([float(any(np.array_equal(r, s) for s in rows)) for r in x])
+
+    picks = held_out_picks(data, fit, folds=5)
+    assert len(picks) == 4 and len(seen_by_fold) == 4       # leave one out: 4 workloads
+    assert all(m == 0.0 and g == 1.0 for m, g in picks)      # argmax of zeros: the default
+    assert not held_out_picks([HeldOut(data[0].x, data[0].cycles, None)], fit)
+    assert departure_margin(picks, min_picks=5) == float("inf")   # too few: never depart
+
+
+def test_a_calibrated_model_departs_only_by_its_margin(tuned_url):
+    store = open_store(tuned_url)
+    model = train_from_store(store, TARGET, "matmul", rounds=40)
+    assert len(model.metrics["held_out"]) == len(TUNED)     # one held-out pick each
+    loaded = load_from_store(store, TARGET, "matmul")
+    assert loaded.metrics["departure_margin"] == model.metrics["departure_margin"]
+    wl = _matmul(192, 256, 192)
+    default = space_for(wl, TARGET).default()
+    schedules, scores = scored_pool(store, wl, TARGET, loaded)
+    assert schedules[0] == default
+    best = schedules[int(np.argmax(scores))]
+    loaded.metrics["departure_margin"] = float("inf")
+    assert model_pick(store, wl, TARGET, loaded) == default
+    loaded.metrics["departure_margin"] = None                # uncalibrated: the default
+    assert model_pick(store, wl, TARGET, loaded) == default
+    loaded.metrics["departure_margin"] = 0.0
+    assert model_pick(store, wl, TARGET, loaded) == best
     store.close()

@@ -273,3 +273,65 @@ def test_a_revision_0002_database_upgrades_and_keeps_its_records(task: Any,
     # a replaced record takes the new score
     store.add_records([replace(old, model_score=1.5)], replace=True)
     assert {r.schedule_key: r.model_score for r in store.records()}[default.key] == 1.5
+
+
+def _conv_task() -> Any:
+    """A 3x3 conv whose default is row-aligned: ``m1`` = rows x width, so no single
+    ``Space.neighbors`` step changes ``m1`` or ``row_block``."""
+    import pypto
+    from pypto.tuner.tasks import extract_tasks
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = pypto.kernel(lambda x, w: pypto.conv2d(x, w, padding=1)).lower(
+            pypto.spec((1, 28, 28, 64), "float16", layout="NHWC"),
+            pypto.spec((64, 64, 3, 3), "float16"))
+    return next(t for t in extract_tasks([compiled]) if t.workload.family == "conv2d")
+
+
+def test_resamplings_and_crossovers_are_valid_and_reach_what_steps_cannot() -> None:
+    import optuna
+
+    from pypto.tuner.strategies.model import Strategy
+
+    task = _conv_task()
+    strategy = Strategy(seed=3)
+    strategy.bind(task, optuna.create_study())
+    space, default = task.space, task.space.default()
+    elites = [default, *space.neighbors(default)[:3]]
+    resampled = [strategy._resample(elites) for _ in range(400)]
+    crossed = [strategy._crossover(elites[:2], elites) for _ in range(200)]
+    children = [c for c in resampled + crossed if c is not None]
+    assert children and all(not space.validate(c) for c in children)
+    by_step = {n.key for n in space.neighbors(default)}
+    far = [c for c in resampled if c is not None and c.key not in by_step
+           and sum(c[k] != default[k] for k in space.axes) >= 2]
+    assert far   # several knobs at once: points no single valid step reaches
+
+
+def test_a_stall_kicks_from_the_best_and_descends_where_the_kicks_landed(task: Any) -> None:
+    """After STALL measurements without a new best the strategy plans kicks (random walks
+    from the top-k, unmeasured) and the neighbours of the best point since the stall."""
+    import optuna
+
+    from pypto.tuner.strategies import model as mod
+
+    strategy = mod.Strategy(seed=0)
+    strategy.bind(task, optuna.create_study())
+    space = task.space
+    default = space.default()
+    from pypto.schedule_space import Schedule
+
+    valid = (Schedule(dict(zip(space.axes, p))) for p in space.points())
+    rest = [s for s in valid if s != default and space.is_valid(s)][: mod.STALL + 2]
+    schedules = [default, *rest]
+    cycles = [100.0] + [200.0 + i for i in range(len(rest))]   # the default stays best
+    known = {s.key for s in schedules}
+    assert not strategy._kick(schedules[:2], cycles[:2], [default], known)   # no stall yet
+    picks = strategy._kick(schedules, cycles, [default], known)
+    assert picks and strategy.kicks == 1
+    assert all(p.key not in known and not space.validate(p) for p in picks)
+    # the stall began when the strategy last saw a new best: after the first 2 measurements
+    landed = schedules[2 + int(np.argmin(cycles[2:]))]
+    around = {n.key for n in space.neighbors(landed)}
+    assert any(p.key in around for p in picks)

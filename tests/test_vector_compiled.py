@@ -24,7 +24,13 @@ from pypto.codegen import lower as lowering
 from pypto.codegen import vector, vector_plan
 from pypto.codegen.memories import memory_map
 from pypto.codegen.place import Arena
-from pypto.codegen.vector_chain import ChainEmitter
+from pypto.codegen.vector_chain import (
+    BINARY_OPS,
+    COMPARE_OPS,
+    REDUCE_OPS,
+    UNARY_OPS,
+    ChainEmitter,
+)
 from pypto.schedule_space import validate
 from pypto.schedule_space.chain import analyze
 from pypto.targets import available_targets, load_target
@@ -171,6 +177,33 @@ def test_a_4096_softmax_is_identical_at_its_default_in_place_and_split():
                      default.replace(split_at=2, cores=40)):
         assert not validate(wl, schedule, target)
         assert_identical(wl, schedule, target)
+
+
+TABLE_OPS = sorted(op for table in (UNARY_OPS, BINARY_OPS, COMPARE_OPS, REDUCE_OPS)
+                   for op in table if callable(getattr(pypto, op, None)))
+
+
+@pytest.mark.parametrize("op", TABLE_OPS)
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_every_op_of_the_tables_lowers_identically(op, dtype):
+    """Each op of ``vector_chain``'s tables that the frontend offers (an op added to a
+    table later is picked up here), alone on a 2-D tile, over every target."""
+    f = getattr(pypto, op)
+    if op in REDUCE_OPS:
+        fn, specs = (lambda a: f(a, axis=-1, keepdims=True)), [pypto.spec((6, 50), dtype)]
+    elif op == "cast":
+        other = "float32" if dtype == "float16" else "float16"
+        fn, specs = (lambda a: f(a, other)), [pypto.spec((6, 50), dtype)]
+    elif op in UNARY_OPS:
+        fn, specs = (lambda a: f(a)), [pypto.spec((6, 50), dtype)]
+    else:
+        fn, specs = (lambda a, b: f(a, b)), [pypto.spec((6, 50), dtype), pypto.spec((50,), dtype)]
+    for target in TARGETS.values():
+        workloads = vector_workloads(fn, specs, target)
+        assert workloads
+        for wl, default in workloads:
+            assert_identical(wl, default, target)
+            assert_identical(wl, default.replace(tile_rows=1, cores=2), target)
 
 
 def test_a_chain_with_an_op_the_plan_does_not_know_runs_the_python_emitter():

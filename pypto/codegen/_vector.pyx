@@ -19,6 +19,8 @@ from libc.string cimport memcpy, memset
 
 from pypto.codegen.instr cimport Instr  # pypto.codegen.isa.INSTR
 
+import numpy as np
+
 from pypto.codegen import _sync
 
 include "_constants.pxi"   # OP_COPY, MEM_GM...: pypto.codegen.isa's values
@@ -99,6 +101,9 @@ cdef struct Ctx:             # the plan's arrays and scalars, read in the loop
     bint chunked
     int64_t* offs             # scratch: GM offsets of a tile's rows
     Records* out
+    const int64_t* steps      # every pass's body and end steps, one after the other
+    const int64_t* bounds     # pass p: body from bounds[2p], end from bounds[2p + 1]
+    int64_t npasses
 
 
 cdef Instr* record(Records* out, uint8_t op, uint8_t pipe, uint8_t dcode, uint8_t scode,
@@ -288,46 +293,47 @@ cdef int compute(Ctx* c, int64_t i, const Tile* t, int64_t slot, int64_t row_slo
     return 0
 
 
-cdef int run_steps(Ctx* c, const int64_t[:, ::1] steps, const Tile* t, int64_t slot,
-                   int64_t row_slot, int64_t j, bint is_last) except -1 nogil:
-    cdef Py_ssize_t s
-    cdef int64_t i, action, store_at, chunk
+cdef int run_steps(Ctx* c, const int64_t* steps, int64_t count, const Tile* t,
+                   int64_t slot, int64_t row_slot, int64_t j, bint is_last) except -1 nogil:
+    """``count`` steps (rows of ``STEP_FIELDS``) from ``steps``."""
+    cdef const int64_t* step
+    cdef int64_t s, i, action, store_at, chunk
     cdef bint last
-    for s in range(steps.shape[0]):
-        i, action, store_at = steps[s, 0], steps[s, 1], steps[s, 4]
-        if steps[s, 5] and j != 0:       # only at the first chunk
+    for s in range(count):
+        step = steps + s * STEP_FIELDS
+        i, action, store_at = step[0], step[1], step[4]
+        if step[5] and j != 0:       # only at the first chunk
             continue
         if action == S_LOAD:
             load(c, i, t, slot)
             continue
         if action == S_COMPUTE:
-            chunk = j if steps[s, 2] == CHUNK_J else 0
-            last = is_last if steps[s, 3] == LAST_IS_LAST else steps[s, 3] == LAST_TRUE
+            chunk = j if step[2] == CHUNK_J else 0
+            last = is_last if step[3] == LAST_IS_LAST else step[3] == LAST_TRUE
             compute(c, i, t, slot, row_slot, chunk, last)
         if store_at != STORE_NONE:
             store(c, i, t, row_slot if store_at == STORE_ROW_SLOT else slot)
     return 0
 
 
-cdef int64_t emit_tile(Ctx* c, list passes, int64_t r0, int64_t rows, int64_t lo,
-                       int64_t hi, int64_t tile_cols, int64_t slot,
-                       int64_t row_slot) except -1:
+cdef int64_t emit_tile(Ctx* c, int64_t r0, int64_t rows, int64_t lo, int64_t hi,
+                       int64_t tile_cols, int64_t slot, int64_t row_slot) except -1 nogil:
     """``ChainEmitter.emit_tile`` (or ``emit_passes``) of one row block over column
     chunks ``lo .. hi``; returns the next slot."""
-    cdef const int64_t[:, ::1] body
-    cdef const int64_t[:, ::1] end
     cdef Tile t
-    cdef int64_t ch
+    cdef int64_t ch, p, body, end
     t.r0, t.rows = r0, rows
-    for body, end in passes:
-        with nogil:
-            for ch in range(lo, hi):
-                t.c0 = ch * tile_cols
-                t.cols = min(tile_cols, c.cols - t.c0)
-                run_steps(c, body, &t, slot, row_slot, ch - lo, ch == hi - 1)
-                if ch == hi - 1:
-                    run_steps(c, end, &t, slot, row_slot, ch - lo, True)
-                slot += 1
+    for p in range(c.npasses):
+        body, end = c.bounds[2 * p], c.bounds[2 * p + 1]
+        for ch in range(lo, hi):
+            t.c0 = ch * tile_cols
+            t.cols = min(tile_cols, c.cols - t.c0)
+            run_steps(c, c.steps + body * STEP_FIELDS, end - body, &t, slot, row_slot,
+                      ch - lo, ch == hi - 1)
+            if ch == hi - 1:
+                run_steps(c, c.steps + end * STEP_FIELDS, c.bounds[2 * p + 2] - end, &t,
+                          slot, row_slot, ch - lo, True)
+            slot += 1
     return slot
 
 
@@ -346,7 +352,10 @@ def emit(object plan, int64_t rows, int64_t tile_rows, int64_t tile_cols, bint c
     cdef const int64_t[::1] row_dims = plan.row_dims
     cdef const uint8_t[::1] pipes = plan.pipes
     cdef const int64_t[::1] loads = plan.loads
-    cdef list passes = [tuple(p) for p in plan.passes]
+    blocks = [part for p in plan.passes for part in p]
+    cdef const int64_t[:, ::1] steps = np.concatenate(
+        [np.zeros((0, STEP_FIELDS), dtype=np.int64), *blocks]).reshape(-1, STEP_FIELDS)
+    cdef const int64_t[::1] bounds = np.cumsum([0] + [len(b) for b in blocks], dtype=np.int64)
     cdef int64_t nblocks = (rows + tile_rows - 1) // tile_rows
     cdef int64_t nchunks = (plan.cols + tile_cols - 1) // tile_cols
     cdef int64_t ntiles = nblocks * nchunks if chunk_tiles else nblocks
@@ -356,6 +365,8 @@ def emit(object plan, int64_t rows, int64_t tile_rows, int64_t tile_cols, bint c
     c.nrow_dims, c.row_dims, c.pipes = row_dims.shape[0], &row_dims[0], &pipes[0]
     c.mem, c.load_pipe, c.store_pipe = plan.mem, plan.load_pipe, plan.store_pipe
     c.align, c.cols, c.chunked = plan.align, plan.cols, chunked
+    c.steps = &steps[0, 0] if steps.shape[0] else NULL
+    c.bounds, c.npasses = &bounds[0], len(plan.passes)
     cdef Records own
     cdef bint shared = not scratch_busy
     own.data, own.n, own.cap = NULL, 0, 0
@@ -382,9 +393,10 @@ def emit(object plan, int64_t rows, int64_t tile_rows, int64_t tile_cols, bint c
                 blk = u // nchunks if chunk_tiles else u
                 lo = u % nchunks if chunk_tiles else 0
                 hi = lo + 1 if chunk_tiles else nchunks
-                slot = emit_tile(&c, passes, blk * tile_rows,
-                                 min(tile_rows, rows - blk * tile_rows), lo, hi, tile_cols,
-                                 slot, t)
+                with nogil:
+                    slot = emit_tile(&c, blk * tile_rows,
+                                     min(tile_rows, rows - blk * tile_rows), lo, hi,
+                                     tile_cols, slot, t)
             streams.append(take(c.out))
     finally:
         free(c.offs)

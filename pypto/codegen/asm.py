@@ -26,7 +26,7 @@ import numpy as np
 
 from pypto.codegen import isa
 from pypto.codegen.asm_format import format_instruction
-from pypto.codegen.asm_parse import MAX_OPERAND_BYTES, parse_row
+from pypto.codegen.asm_parse import parse_row
 from pypto.codegen.asm_syntax import (
     LABEL,
     NAME,
@@ -38,7 +38,7 @@ from pypto.codegen.memories import MemoryMap, for_target, isa_view, memory_map
 from pypto.codegen.program import Program, Symbol
 from pypto.errors import AsmError
 from pypto.ir.dtypes import BY_NAME
-from pypto.targets import Target, available_targets, load_target
+from pypto.targets import Target
 
 _ROLES = ("in", "out", "tmp")
 _DIRECTIVE = re.compile(r"\.(\w+)")
@@ -138,7 +138,6 @@ class _Streams:
         self.lines: list[list[int]] = []
         self.labels: dict[str, int] = {}
         self.refs: list[tuple[int, LabelRef, Cursor]] = []
-        self.max_cores: int | None = None
 
     def open_core(self, cursor: Cursor, found: re.Match[str], limit: int | None) -> None:
         number = int(found.group(1))
@@ -186,14 +185,6 @@ class _Streams:
                        lines=tuple(tuple(lines) for lines in self.lines))
 
 
-def _core_limit(name: str, target: Target | None) -> int | None:
-    """How many cores a program for ``target`` (else the packaged target ``name``) may
-    have: the target's cube or vector cores, whichever are more (None: not known)."""
-    if target is None and name in available_targets():
-        target = load_target(name)
-    return None if target is None else max(target.cube_cores, target.vector_cores)
-
-
 def _with_target(row: tuple, target: int) -> tuple:
     return row[:10] + (target,) + row[11:]
 
@@ -229,7 +220,6 @@ def parse(text: str, target: Target | None = None) -> Program:
             found = cursor.match(_HEADER) or cursor.fail("expected .program NAME target=TARGET")
             header = (found.group(1), found.group(2))
             streams.memories = _memories(header[1], target)
-            streams.max_cores = _core_limit(header[1], target)
         elif keyword == "program":
             cursor.fail("a second .program line: a text holds one program", start)
         elif keyword == "tensor" and streams.cores:
@@ -238,7 +228,7 @@ def parse(text: str, target: Target | None = None) -> Program:
             symbols.append(_parse_tensor(cursor, symbols))
         elif keyword == "core":
             streams.open_core(cursor, cursor.match(_CORE) or cursor.fail(
-                "expected a core number: .core N"), streams.max_cores)
+                "expected a core number: .core N"), None)
         else:
             cursor.fail(f"unknown directive '.{word}' (expected .program, .tensor or .core)",
                         start)
@@ -303,12 +293,7 @@ def _parse_tensor(cursor: Cursor, symbols: list[Symbol]) -> Symbol:
     if role not in _ROLES:
         cursor.fail(f"unknown role {role!r} (expected one of {', '.join(_ROLES)})",
                     found.start(4))
-    symbol = Symbol(name, dtype, tuple(int(dim.group()) for dim in dims_found), role)
-    if symbol.size * dtype.itemsize >= MAX_OPERAND_BYTES:
-        cursor.fail(f"tensor {name!r} of {symbol.size} elements takes {symbol.size} x "
-                    f"{dtype.itemsize} bytes, more than any memory holds (2**62 bytes at "
-                    "most)", found.start(3))
-    return symbol
+    return Symbol(name, dtype, tuple(int(dim.group()) for dim in dims_found), role)
 
 
 def parse_instruction(line: str, symbols: Sequence[Symbol], lineno: int = 1,

@@ -48,10 +48,6 @@ _REGION = re.compile(  # [ADDR:ROWSxCOLS,RS,CS]
     rf"\s*(?P<cs>-?\d+)\s*\]")
 _SHORT = re.compile(rf"\[\s*{_ADDRESS}\s*\]")   # [ADDR]: one register's bytes, contiguous
 
-#: No memory holds this many bytes: an operand (or tensor) that spans more is refused
-#: while parsing, so the checks and engines, which compute extents in int64, never wrap.
-MAX_OPERAND_BYTES = 1 << 62
-
 
 def parse_row(cursor: Cursor, symbols: Sequence[Symbol], memories: MemoryMap
               ) -> tuple[tuple, LabelRef | None]:
@@ -277,13 +273,6 @@ def _parse_memory(cursor: Cursor, symbols: Sequence[Symbol], previous: list,
         shape = tuple(cursor.number(region, name, field) for name, field in
                       zip(("rows", "cols", "rs", "cs"), OPERAND_FIELDS[2:]))
     address, base = _parse_address(cursor, region, op, index)
-    rows, cols, rs, cs = shape
-    reach = (abs(address) + max(rows - 1, 0) * abs(rs) + max(cols - 1, 0) * abs(cs) + 1) * isz
-    if max(reach, abs(rs) * isz, abs(cs) * isz) >= MAX_OPERAND_BYTES:
-        cursor.fail(f"the operand reaches {max(reach, abs(rs) * isz, abs(cs) * isz)} bytes "
-                    f"from the start of {found.group(1)} (address, strides or rows x "
-                    "strides): more than any memory holds (2**62 bytes); make them smaller",
-                    region.start())
     return (int(mem), address, *shape, gm), base
 
 

@@ -73,10 +73,12 @@ def training_groups(store: ScheduleStore, target: Target, family: str,
 
 
 def train_from_store(store: ScheduleStore, target: Target, family: str, *, seed: int = 0,
-                     objective: str | None = None, save: bool = True,
+                     objective: str | None = None, save: bool = True, calibrate: bool = True,
                      **settings: Any) -> CostModel:
     """Train the ``family`` model on every current ``ok`` record of ``target`` in
-    ``store`` and (``save``) store it with its training-set size.
+    ``store`` and (``save``) store it with its training-set size; ``calibrate``: with its
+    departure margin over the default schedule, by cross-validation over the workloads
+    (``pypto.cost_model.calibration``; metrics ``departure_margin``, ``held_out``).
 
     Raises:
         CostModelError: no workload of ``family`` has two measured schedules.
@@ -92,9 +94,33 @@ def train_from_store(store: ScheduleStore, target: Target, family: str, *, seed:
     model.metrics = {**model.metrics, "feature_version": FEATURE_VERSION,
                      "objective": model.objective, "workloads": model.workloads,
                      "samples": model.samples}
+    if calibrate:
+        model.metrics.update(_calibration(groups, target, family, seed, kw))
     if save:
         save_to_store(store, target, model)
     return model
+
+
+def _calibration(groups: list[tuple[Workload, np.ndarray, np.ndarray]], target: Target,
+                 family: str, seed: int, settings: dict[str, Any]) -> dict[str, Any]:
+    """The model's departure margin, from models trained on the other workloads' folds;
+    None (no departure) with too few held-out workloads (``MIN_HELD_OUT``)."""
+    from pypto.cost_model.calibration import HeldOut, departure_margin, held_out_picks
+    from pypto.schedule_space import space_for
+
+    data = []
+    for wl, x, y in groups:
+        d = featurize(wl, [space_for(wl, target).default()], target)[0]
+        rows = np.flatnonzero(np.all(x == d, axis=1))
+        data.append(HeldOut(x, y, int(rows[0]) if len(rows) else None))
+
+    def fit(train: list[tuple[np.ndarray, np.ndarray]]):  # noqa: ANN202
+        return CostModel(family, seed=seed, **settings).fit(train).predict
+
+    picks = held_out_picks(data, fit)
+    margin = departure_margin(picks)
+    return {"departure_margin": margin if np.isfinite(margin) else None,
+            "held_out": [[round(m, 6), round(g, 6)] for m, g in picks]}
 
 
 def save_to_store(store: ScheduleStore, target: Target, model: CostModel) -> None:

@@ -9,12 +9,13 @@ run beside the writer.
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, inspect, select
+from sqlalchemy import URL, Connection, Engine, create_engine, event, inspect, make_url, select
 
 from pypto.db import models as m
-from pypto.db.location import sqlite_path
+from pypto.db.location import read_only_uri, sqlite_path
 from pypto.errors import DatabaseError
 
 BUSY_TIMEOUT_MS = 60_000
@@ -45,10 +46,29 @@ def schema_state(conn: Connection, display: str) -> str:
     return "ready"
 
 
+def server_url(url: str) -> URL:
+    """``url`` parsed, with a password that holds an unescaped ``@`` given whole: SQLAlchemy
+    takes what follows the first ``@`` for the host, and the driver's errors would then
+    print the password's tail as a host name it cannot resolve."""
+    parsed = make_url(url)
+    host = parsed.host or ""
+    if "@" in host and parsed.password is not None:
+        tail, _, real_host = host.rpartition("@")
+        parsed = parsed.set(password=f"{parsed.password}@{tail}", host=real_host)
+    return parsed
+
+
 def make_engine(url: str, dialect: str) -> Engine:
     if dialect == "postgresql":
-        return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 10})
-    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+        return create_engine(server_url(url), pool_pre_ping=True,
+                             connect_args={"connect_timeout": 10})
+    path = sqlite_path(url)
+    uri = read_only_uri(path) if path is not None else None
+    if uri is not None:   # a file we may only read: read it as such (writes fail, named)
+        engine = create_engine("sqlite://", creator=lambda: sqlite3.connect(
+            uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False))
+    else:
+        engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
 
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn: Any, _record: Any) -> None:
@@ -106,6 +126,11 @@ def database_error(display: str, e: BaseException) -> DatabaseError:
         return DatabaseError(f"{display} is not a PyPTO database (SQLite says: {text}); PyPTO "
                              "will not overwrite it: move it away, or choose another database "
                              "with --db or PYPTO_DB")
+    if "readonly database" in low:
+        return DatabaseError(f"database {display} is read-only for PyPTO here (SQLite says: "
+                             f"{text}): it can be read (pypto db stats/list/show, lookup when "
+                             "kernels compile) but not written; tune or import into another "
+                             "database with --db or PYPTO_DB")
     if "unable to open database file" in low:
         return DatabaseError(f"cannot open database {display} (SQLite says: {text}); check the "
                              "path and its permissions")

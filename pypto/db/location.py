@@ -227,3 +227,20 @@ def mask_urls(text: str) -> str:
     if "://" not in text:
         return text
     return _URL_IN_TEXT.sub(lambda m: mask_url(m.group(0)), text)
+
+
+def read_only_uri(path: Path) -> str | None:
+    """The ``file:`` URI that opens the SQLite file at ``path`` read-only, when this
+    process cannot write it (the file or its directory is read-only); else None.
+    ``immutable=1`` when the directory is read-only and the file's WAL index (``-shm``)
+    is not there: SQLite could not create it, and without it would not open the file."""
+    if not path.is_file():
+        return None
+    directory = path.parent if str(path.parent) else Path(".")
+    if os.access(path, os.W_OK) and os.access(directory, os.W_OK):
+        return None
+    uri = f"{path.absolute().as_uri()}?mode=ro"
+    shm = path.with_name(path.name + "-shm")
+    if not os.access(directory, os.W_OK) and not shm.exists():
+        uri += "&immutable=1"
+    return uri

@@ -111,8 +111,12 @@ class SQLiteReader:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None or self._pid != os.getpid():
-            # mode=ro: reading never changes the file (nor its journal mode)
-            self._conn = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=ro", uri=True,
+            # mode=ro: reading never changes the file (nor its journal mode); a file in a
+            # read-only directory without its WAL index opens as immutable
+            from pypto.db.location import read_only_uri
+
+            uri = read_only_uri(self.path) or f"{self.path.absolute().as_uri()}?mode=ro"
+            self._conn = sqlite3.connect(uri, uri=True,
                                          timeout=60, check_same_thread=False,
                                          isolation_level=None)
             self._pid = os.getpid()

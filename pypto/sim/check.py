@@ -58,6 +58,7 @@ def check_program(program: Program, target: Target) -> None:
     module docstring), or return. The compiled engine, when built, clears a good
     program in one pass; NumPy then finds what is wrong with a bad one."""
     capacity, alignment = _memories(target)
+    check_extents(program, target)
     sizes = np.array([s.size for s in program.symbols] or [0], dtype=np.int64)
     check_gm_dtypes(program, target)
     if not _passes_compiled_check(program, capacity, alignment, sizes):
@@ -165,6 +166,43 @@ def _passes_compiled_check(program: Program, capacity: np.ndarray, alignment: np
     cores = [np.ascontiguousarray(stream) for stream in program.cores]
     return bool(engine.check(cores, capacity, alignment, sizes, len(program.symbols),
                              _ITEMSIZE, _STRICT))
+
+
+#: No memory holds this many bytes. A tensor or an operand that reaches further is
+#: refused first, so the int64 arithmetic of the checks below (and of the compiled
+#: engine's pass) never wraps around: ``rows x stride`` past 2**63 once looked in bounds.
+MAX_BYTES = float(1 << 62)
+
+
+def check_extents(program: Program, target: Target) -> None:
+    """Every tensor, and every operand's address, strides and extent, stay below
+    ``MAX_BYTES`` (computed in float64, which cannot wrap); at most as many cores as the
+    target has."""
+    most = max(target.cube_cores, target.vector_cores)
+    if len(program.cores) > most:
+        raise SimError(f"{program.name}: {len(program.cores)} cores, but {target.name} has "
+                       f"{most}")
+    for s in program.symbols:
+        if s.size * s.dtype.itemsize >= MAX_BYTES:
+            raise SimError(f"{program.name}: tensor {s.name} of {s.size} elements takes more "
+                           "bytes than any memory holds (2**62)")
+    for core, stream in enumerate(program.cores):
+        if not len(stream):
+            continue
+        for prefix in OPERANDS:
+            code = stream["dtype"] if prefix == "d" else stream["sdtype"]
+            isz = _ITEMSIZE[code].astype(np.float64)
+            rs = np.abs(stream[f"{prefix}_rs"].astype(np.float64)) * isz
+            cs = np.abs(stream[f"{prefix}_cs"].astype(np.float64)) * isz
+            rows = np.maximum(stream[f"{prefix}_rows"].astype(np.float64) - 1, 0)
+            cols = np.maximum(stream[f"{prefix}_cols"].astype(np.float64) - 1, 0)
+            reach = np.abs(stream[f"{prefix}_addr"].astype(np.float64)) * isz \
+                + rows * rs + cols * cs + isz
+            far = (stream[f"{prefix}_mem"] != 0) & (
+                (reach >= MAX_BYTES) | (rs >= MAX_BYTES) | (cs >= MAX_BYTES))
+            _fail_if(program, target, core, far,
+                     f"operand {prefix} reaches 2**62 bytes or more (its address, a stride, "
+                     "or rows x stride): more than any memory holds")
 
 
 def check_gm_dtypes(program: Program, target: Target) -> None:

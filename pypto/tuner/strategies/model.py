@@ -9,13 +9,22 @@ with some exploration, is measured (DESIGN §7-§8).
   farthest (in axis-index space) from everything measured or picked.
 - Rounds: a pool of unmeasured valid candidates, scored by the model: local ones (the
   neighbours of the best, neighbour-walk mutations of the top-k
-  (``pypto.tuner.mutation``), uniform crossovers of the top-k) and uniform samples of the
-  space, kept from round to round and topped up. Of the next ``BATCH`` picks, the first
+  (``pypto.tuner.mutation``), resamplings of 1-3 knobs of the top-k, uniform crossovers
+  of the top-k) and uniform samples of the space, kept from round to round and topped
+  up. Of the next ``BATCH`` picks, the first
   ``LOCAL_SHARE`` are the best-scored local candidates, the others the best-scored of the
   whole pool; each slot is instead, with probability ``EPSILON``, a uniform pick among
   the local candidates (exploration where it pays: on the GEMMs of
   ``benchmarks/tuner_quality.py`` exploration over the whole pool left runs stuck near
   the default, 0.88 of the optimum after 100 trials, where local picks reached 0.99).
+- Stagnation: after ``STALL`` measurements without a new best, the search kicks, as an
+  iterated local search does (the optimum estimate of ``benchmarks/tuner_quality.py``
+  is one): ``KICK_SLOTS`` of each batch go to random ``KICK_STEPS`` neighbour walks from
+  the top-k, unranked (the model's ranking is what stalled), and ``KICK_SLOTS`` to the
+  best-scored neighbours of the best point measured since the stall began (the descent
+  from where the kicks landed), until a new best ends the stall. Without it the model's picks can
+  circle one basin: on ``bert_attn_scores_s512`` (an earlier default) both seeds stopped
+  at 0.919 of the optimum after 27 trials and measured 170 more without a gain.
 - Retraining: on this task's measurements (the study's finished trials: this run's, the
   database's, peers') plus the stored ``ok`` records of the other workloads of the same
   target and family (one query group each), every round while the task has fewer than
@@ -51,9 +60,15 @@ if TYPE_CHECKING:
 #: uniform valid samples the pool keeps (unmeasured), and new ones drawn per round
 POOL_SAMPLES = 1000
 FRESH_SAMPLES = 100
-#: neighbour-walk mutations and crossovers of the top-k per round
+#: neighbour-walk mutations, knob resamplings and crossovers of the top-k per round
 MUTATIONS = 150
+RESAMPLES = 150
 CROSSOVERS = 150
+#: knobs a resampling changes at most
+RESAMPLE_KNOBS = 3
+#: crossover mates: the best quarter of the measured schedules (at least the top-k), as
+#: TPE's "good" set: with a plateau of ties at the top, the top-k alone are near-copies
+PARENTS = 0.25
 TOP_K = 8
 #: schedules measured per round, and the chance that a slot is a uniform pick instead
 BATCH = 8
@@ -71,6 +86,13 @@ EARLY = 48
 MIN_FIT = 4
 #: boosting rounds of the models trained during a run (a few hundred samples)
 FIT_ROUNDS = 150
+#: measurements without a new best that make a stall; kicks per round, their walk
+#: lengths (neighbour steps), and the slots of a batch for the kicks and for the descent
+#: from where they landed
+STALL = 2 * BATCH
+KICK_TRIES = 64
+KICK_STEPS = (2, 4)
+KICK_SLOTS = 2
 
 
 class Strategy(base.Strategy):
@@ -88,6 +110,9 @@ class Strategy(base.Strategy):
         self.started = False                 # the space-filling batch was made
         self.fitted_on = 0                   # measurements at the last fit (0: none)
         self.fits = 0
+        self.best_cycles = float("inf")      # the best measured so far
+        self.improved_at = 0                 # measurements when it was found
+        self.kicks = 0                       # batches planned in a stall
         self._walker: _CachedNeighbors | None = None
 
     def sampler(self) -> optuna.samplers.BaseSampler:
@@ -212,15 +237,21 @@ class Strategy(base.Strategy):
                 self.batch.extend(first)
                 return True
         self._refit(schedules, cycles)
-        order = np.argsort(np.asarray(cycles), kind="stable")[:TOP_K]
-        pool, n_local = self._pool([schedules[i] for i in order], known)
+        ranked = np.argsort(np.asarray(cycles), kind="stable")
+        elites = [schedules[i] for i in ranked[:TOP_K]]
+        parents = [schedules[i] for i in ranked[:max(TOP_K, int(PARENTS * len(cycles)))]]
+        pool, n_local = self._pool(elites, known, parents)
         if not pool:
             return False
         scores = self._score(pool)
         ranking = [int(i) for i in np.argsort(-scores, kind="stable")]
         taken: set[int] = set()
+        kicked = self._kick(schedules, cycles, elites, known)
+        self.batch.extend(kicked)
+        kicked_keys = {s.key for s in kicked}
+        taken |= {i for i, s in enumerate(pool) if s.key in kicked_keys}
         local_slots = round(LOCAL_SHARE * BATCH)
-        for slot in range(min(BATCH, len(pool))):
+        for slot in range(min(BATCH - len(kicked), len(pool) - len(taken))):
             if self.rng.random() < EPSILON:
                 # exploration: a uniform pick, among the local candidates when there are
                 # (a random neighbour of the best is worth more than a random point)
@@ -238,6 +269,52 @@ class Strategy(base.Strategy):
             self.batch.append(pool[pick])
         return True
 
+    def _kick(self, schedules: list[Schedule], cycles: list[float], elites: list[Schedule],
+              known: set[str]) -> list[Schedule]:
+        """In a stall (``STALL`` measurements without a new best): random neighbour walks
+        from the top-k, and the best-scored unmeasured neighbours of the best point
+        measured since the stall began; else nothing."""
+        if not cycles:
+            return []
+        best = int(np.argmin(np.asarray(cycles)))
+        if cycles[best] < self.best_cycles:
+            self.best_cycles, self.improved_at = cycles[best], len(cycles)
+        stalled_at = self.improved_at + STALL
+        if len(cycles) < stalled_at or not elites:
+            return []
+        self.kicks += 1
+        picks: list[Schedule] = []
+        taken = set(known)
+        # the descent from where the kicks landed: the best measured since the stall
+        since = [i for i in range(stalled_at - STALL, len(cycles)) if i != best]
+        if since:
+            landed = schedules[min(since, key=lambda i: (cycles[i], -i))]  # ties: the latest
+            around = [n for n in self.walker.neighbors(landed) if n.key not in taken]
+            picks += self._best_scored(around, KICK_SLOTS)
+            taken |= {s.key for s in picks}
+        # the kicks: uniform among random walks (the model's ranking is what stalled)
+        for _ in range(KICK_TRIES):
+            if len(picks) >= 2 * KICK_SLOTS:
+                break
+            point = self.rng.choice(elites)
+            for _ in range(self.rng.randint(*KICK_STEPS)):
+                around = self.walker.neighbors(point)
+                if not around:
+                    break
+                point = around[self.rng.randrange(len(around))]
+            if point.key not in taken:
+                taken.add(point.key)
+                picks.append(point)
+        for s in picks:
+            self.scores.setdefault(s.key, float(self._score([s])[0]))
+        return picks
+
+    def _best_scored(self, candidates: list[Schedule], n: int) -> list[Schedule]:
+        if not candidates:
+            return []
+        order = np.argsort(-self._score(candidates), kind="stable")[:n]
+        return [candidates[int(i)] for i in order]
+
     def _top_up_samples(self, known: set[str], count: int) -> None:
         """Draw ``count`` uniform valid samples into the kept pool (measured ones out)."""
         for key in [k for k in self.samples if k in known]:
@@ -247,10 +324,12 @@ class Strategy(base.Strategy):
             if s.key not in known:
                 self.samples.setdefault(s.key, s)
 
-    def _pool(self, elites: list[Schedule], known: set[str]) -> tuple[list[Schedule], int]:
+    def _pool(self, elites: list[Schedule], known: set[str],
+              parents: list[Schedule] | None = None) -> tuple[list[Schedule], int]:
         """Unmeasured valid candidates and how many of them, first, are local: the
-        neighbours of the best, mutations and crossovers of ``elites`` (best first); then
-        the kept uniform samples. In a fixed order for a seeded run."""
+        neighbours of the best, mutations of ``elites`` (best first), crossovers of an
+        elite with one of ``parents`` (the better part of what is measured); then the kept
+        uniform samples. In a fixed order for a seeded run."""
         from pypto.tuner.mutation import mutate
 
         self._top_up_samples(known, FRESH_SAMPLES if self.samples else POOL_SAMPLES)
@@ -264,9 +343,14 @@ class Strategy(base.Strategy):
                 if m is None:
                     break
                 local.setdefault(m.key, m)
-            if len(elites) > 1:
+            for _ in range(RESAMPLES):
+                r = self._resample(elites)
+                if r is not None and r.key not in known:
+                    local.setdefault(r.key, r)
+            mates = parents if parents and len(parents) > 1 else elites
+            if len(mates) > 1:
                 for _ in range(CROSSOVERS):
-                    child = self._crossover(elites)
+                    child = self._crossover(elites, mates)
                     if child is not None and child.key not in known:
                         local.setdefault(child.key, child)
         pool = list(local.values())
@@ -280,11 +364,29 @@ class Strategy(base.Strategy):
             self._walker = _CachedNeighbors(self.space)
         return self._walker
 
-    def _crossover(self, elites: list[Schedule]) -> Schedule | None:
-        """Each axis from one of two elites; None if the child breaks a constraint."""
+    def _resample(self, elites: list[Schedule]) -> Schedule | None:
+        """One of ``elites`` (the best most often) with 1 to ``RESAMPLE_KNOBS`` knobs set
+        to uniform choices of their axes; None if that breaks a constraint. Coupled knobs
+        move together this way where ``Space.neighbors`` (one knob a step, each step
+        valid) cannot: a conv's ``m1`` is tied to its ``row_block`` (``m1`` = rows x
+        width), so from a row-aligned default no single step changes either."""
         from pypto.schedule_space import Schedule
 
-        a, b = self.rng.sample(elites, 2)
+        weights = [1.0 / (rank + 1) for rank in range(len(elites))]
+        base = self.rng.choices(elites, weights)[0]
+        names = list(self.space.axes)
+        knobs = dict(base)
+        for name in self.rng.sample(names, min(len(names), self.rng.randint(1, RESAMPLE_KNOBS))):
+            knobs[name] = self.rng.choice(list(self.space.axes[name].choices))
+        return None if self.space.check(knobs) else Schedule(knobs)
+
+    def _crossover(self, elites: list[Schedule], mates: list[Schedule]) -> Schedule | None:
+        """Each axis from an elite (the best most often) or one of ``mates``; None if the
+        child breaks a constraint or is the elite itself."""
+        from pypto.schedule_space import Schedule
+
+        a = self.rng.choices(elites, [1.0 / (rank + 1) for rank in range(len(elites))])[0]
+        b = self.rng.choice(mates)
         knobs = {name: (a if self.rng.random() < 0.5 else b)[name] for name in self.space.axes}
         return None if self.space.check(knobs) else Schedule(knobs)
 
