@@ -2,12 +2,12 @@
 or ``--suite``) on ascend910b, fp16, in three ways:
 
 * ``NCHW direct``: an NCHW input and KCRS weights, read as they lie (``conv2d_nchw``:
-  the GEMM transposed, each tap's row of output pixels one run of an input row) and the
-  NCHW result written directly; what ``pypto.conv2d`` does for NCHW with stride_w 1;
+  the GEMM transposed; the default stages each chunk's input rows in UB in long runs
+  and copies the taps from there to L1) and the NCHW result written directly; what
+  ``pypto.conv2d`` does for NCHW with one group;
 * ``NCHW + conversion``: the same tensors converted by copy workloads (input to NHWC,
   weights to ``[R*S*C, K]``, result back to NCHW) around the NHWC conv
-  (``pypto.frontend.ops.linalg.conv2d_converted``, and what ``pypto.conv2d`` does for
-  stride_w > 1);
+  (``pypto.frontend.ops.linalg.conv2d_converted``; what ``pypto.conv2d`` did before);
 * ``NHWC``: an NHWC input (``pypto.tensor(..., layout='NHWC')``) and KRSC weights (their
   conversion to ``[R*S*C, K]`` is still a copy workload; the ``conv only`` column is
   the conv workload alone).

@@ -125,16 +125,16 @@ def _copies(compiled) -> list:  # type: ignore[no-untyped-def]
 
 
 def test_layout_conversions_are_copy_workloads_whose_time_counts():
-    """Where an NCHW conv is converted (``conv2d_converted``, or any NCHW conv with
-    stride_w > 1), each conversion is a copy workload and its time counts."""
+    """Where an NCHW conv is converted (``conv2d_converted``, or a grouped NCHW conv),
+    each conversion is a copy workload and its time counts."""
     from pypto.frontend.ops.linalg import conv2d_converted
 
     x = pypto.spec((1, 8, 10, 10), F16)          # NCHW
     w = pypto.spec((16, 8, 3, 3), F16)           # KCRS
     compiled = pypto.kernel(lambda a, b: conv2d_converted(a, b, padding=1)).lower(x, w)
-    strided = pypto.kernel(lambda a, b: pypto.conv2d(a, b, padding=1, stride=(1, 2))).lower(
-        x, w)
-    assert len(_copies(strided)) == 3
+    grouped = pypto.kernel(lambda a, b: pypto.conv2d(a, b, padding=1, groups=2)).lower(
+        x, pypto.spec((16, 4, 3, 3), F16))
+    assert len(_copies(grouped)) == 3    # the input in, the weights, the result out
     copies = {wl.output_specs[0].shape for wl in _copies(compiled)}
     assert (1, 10, 10, 8) in copies              # NCHW -> NHWC input
     assert (3, 3, 8, 16) in copies               # KCRS -> RSCK weights
@@ -161,7 +161,7 @@ def test_nhwc_input_needs_no_conversion():
 
 
 def test_nchw_input_is_read_and_written_as_it_lies():
-    """NCHW input, KCRS weights, stride_w 1: one ``conv2d_nchw`` workload (no copy) whose
+    """NCHW input, KCRS weights, one group: one ``conv2d_nchw`` workload (no copy) whose
     inputs are the tensors as given, and it beats the converted path in simulated
     cycles."""
     from pypto.frontend.ops.linalg import conv2d_converted

@@ -480,7 +480,7 @@ def test_guide_conv_relu_fusion_hint() -> None:
     # On the NPU: the same numbers, with the relu fused into the conv workload.
     close(conv_relu(x, w), np.maximum(_conv_nchw(f32(x), f32(w)), 0), tol=1e-5)
     conv = [wl for wl in conv_relu.lower(x, w).workloads if wl.family == "conv2d"]
-    assert len(conv) == 1 and conv[0].ops == ("conv2d_nhwc", "relu")
+    assert len(conv) == 1 and conv[0].ops == ("conv2d_nchw", "relu")  # NCHW read as it lies
 
 
 def test_guide_layout_and_dtype_snippets() -> None:

@@ -15,6 +15,10 @@ one COPY; with the schedule's ``im2col="filter_row"``, the taps of a filter row
 padding read a one-element zero tensor with row and column strides 0. Copies that
 continue each other (whole rows of a 1x1 convolution, adjacent padding rows,
 neighbouring taps of a padding row) are merged.
+
+A grouped conv runs one GEMM per group (a block's group picks its input channels,
+weight columns and output columns). An NCHW conv is ``codegen.conv_nchw``'s, a
+depthwise conv under ``engine="vector"`` ``codegen.conv_depthwise``'s.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from pypto.codegen.pipeline import (
     cube_buffers,
     software_pipeline,
 )
+from pypto.codegen.place import Slots
 from pypto.codegen.program import Operand, StreamBuilder
 from pypto.codegen.vector_chain import Tile
 from pypto.ir.dtypes import BY_NAME
@@ -44,6 +49,7 @@ from pypto.schedule_space.conv2d import (
     conv_index,
     epilogue_chain,
     shape_of,
+    stage_bytes,
 )
 from pypto.schedule_space.conv_depthwise import is_vector
 from pypto.schedule_space.cube import ACC_DTYPE
@@ -202,14 +208,22 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
                emitter=buffers.emitter, gm_in=gm_in, gm_out=gm_out, sh=sh, ci=ci,
                pixels=pixels, zero_sym=gm_in[zero.attr("input")] if zero is not None else -1,
                filter_rows=s["im2col"] == "filter_row")
+    if s["im2col"] == "staged":  # a grouped conv's input rows through UB
+        ctx.stage = buffers.arenas.role("vector").alloc(stage_bytes(sh, s), s["l1_depth"])
+        ctx.zeros = buffers.arenas.role("vector").alloc(in_dt.itemsize, 1)
     # work units (group, m block, n block, K from, K to): the whole reduction per block
     units = np.array([(*blk, 0, sh.red) for blk in blocks], dtype=np.int64).reshape(-1, 5)
     streams = []
     for core in range(s["cores"]):
         chunks = core_chunks(units[core::s["cores"]], pixels, n1, k1)
         sb = StreamBuilder(target)
-        software_pipeline(sb, [Chunk(*c) for c in chunks.tolist()], s["l1_depth"], ctx.load,
-                          ctx.compute, (0, 0))
+        todo = [Chunk(*c) for c in chunks.tolist()]
+        if ctx.stage is None:
+            software_pipeline(sb, todo, s["l1_depth"], ctx.load, ctx.compute, (0, 0))
+        else:
+            if todo:
+                conv_nchw.load_zero(sb, ctx.zeros, ctx.zero_sym, in_dt)
+            conv_nchw.staged_pipeline(sb, todo, s["l1_depth"], ctx)
         streams.append(sb)
     return streams
 
@@ -223,20 +237,83 @@ class _Ctx(CubeLoop):
     pixels: int
     zero_sym: int
     filter_rows: bool  # im2col copies per filter row (else per tap)
+    stage: Slots | None = None  # im2col="staged": the block's input rows in UB
+    zeros: Slots | None = None  # and one zero element there
 
     def extents(self, c: Chunk) -> tuple[int, int]:
         return min(self.pixels, self.sh.m - c.m_at), min(self.n1, self.sh.k - c.n_at)
 
     def load(self, sb: StreamBuilder, c: Chunk) -> None:
         """GM -> L1: the A tile by im2col DMAs from the input, the B tile of weights."""
+        self.load_from_gm(sb, c)
+        if self.stage is not None:
+            self.load_on_chip(sb, c)
+
+    def load_on_chip(self, sb: StreamBuilder, c: Chunk) -> None:
+        """Staged: the A tile's im2col copies UB -> L1."""
+        x = self.wl.nodes[self.wl.nodes[self.ci].args[0]]
+        mcur, _ = self.extents(c)
+        x_cs = x.attr("strides")[3]
+        assert self.stage is not None and self.zeros is not None
+        sn, s_h = x.attr("strides")[:2]
+        at = self.stage.addr(c.index) // self.isz
+        p, end = c.m_at, c.m_at + mcur
+        plane = self.sh.oh * self.sh.ow
+        while p < end:  # per image the block reaches: its staged rows
+            img = p // plane
+            last = min(end, (img + 1) * plane) - 1
+            lo, hi = self.staged_rows(p, last)
+            view = at - img * sn - lo * s_h + c.batch * self.sh.c * x_cs
+            for cp in im2col_copies(self.sh, view, x.attr("strides"), p, last - p + 1, c.k_at,
+                                    c.kcur, self.filter_rows):
+                dst = Operand(self.a_l1.mem, self.a_l1.addr(c.index) + (
+                    (cp.row + p - c.m_at) * self.k1 + cp.col) * self.isz, cp.rows, cp.cols,
+                    self.k1)
+                if cp.src is None:
+                    src = Operand(self.zeros.mem, self.zeros.addr(0), cp.rows, cp.cols, 0, 0)
+                else:
+                    src = Operand(self.stage.mem, cp.src * self.isz, cp.rows, cp.cols,
+                                  cp.src_rs, x_cs)
+                sb.emit(Op.COPY, dst, src, dtype=self.in_dt)
+            at += max(0, hi - lo + 1) * s_h
+            p = last + 1
+
+    def staged_rows(self, p: int, last: int) -> tuple[int, int]:
+        """The input rows ``lo .. hi`` that output pixels ``p .. last`` (one image) read."""
+        sh, plane = self.sh, self.sh.oh * self.sh.ow
+        img = p // plane
+        oh0, oh1 = (p - img * plane) // sh.ow, (last - img * plane) // sh.ow
+        lo = max(0, oh0 * sh.stride[0] - sh.padding[0])
+        hi = min(sh.h - 1, oh1 * sh.stride[0] - sh.padding[0] + (sh.r - 1) * sh.dilation[0])
+        return lo, hi
+
+    def load_from_gm(self, sb: StreamBuilder, c: Chunk) -> None:
+        """The DMAs from GM: the A tile's im2col copies (staged: the block's input rows,
+        every channel, into UB: one run per image) and the B tile."""
         conv = self.wl.nodes[self.ci]
         x, w = self.wl.nodes[conv.args[0]], self.wl.nodes[conv.args[1]]
         mcur, ncur = self.extents(c)
         a_addr, b_addr = self.a_l1.addr(c.index), self.b_l1.addr(c.index)
         x_sym, x_cs = self.gm_in[x.attr("input")], x.attr("strides")[3]
         x_at = x.attr("offset") + c.batch * self.sh.c * x_cs   # the group's first channel
-        for cp in im2col_copies(self.sh, x_at, x.attr("strides"), c.m_at, mcur,
-                                c.k_at, c.kcur, self.filter_rows):
+        copies = [] if self.stage is not None else im2col_copies(
+            self.sh, x_at, x.attr("strides"), c.m_at, mcur, c.k_at, c.kcur, self.filter_rows)
+        if self.stage is not None:
+            sn, s_h = x.attr("strides")[:2]
+            at, p, end = self.stage.addr(c.index), c.m_at, c.m_at + mcur
+            plane = self.sh.oh * self.sh.ow
+            while p < end:
+                img = p // plane
+                last = min(end, (img + 1) * plane) - 1
+                lo, hi = self.staged_rows(p, last)
+                run = max(0, hi - lo + 1) * s_h
+                if run:
+                    sb.emit(Op.COPY, Operand(self.stage.mem, at, 1, run, run),
+                            Operand(Mem.GM, x.attr("offset") + img * sn + lo * s_h, 1, run, run,
+                                    1, gm=x_sym), dtype=self.in_dt)
+                at += run * self.isz
+                p = last + 1
+        for cp in copies:
             addr = a_addr + (cp.row * self.k1 + cp.col) * self.isz
             if cp.src is not None:
                 dst = Operand(self.a_l1.mem, addr, cp.rows, cp.cols, self.k1)

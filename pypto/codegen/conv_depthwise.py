@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pypto.codegen.isa import Mem, Op
+from pypto.codegen.isa import F_TRANSPOSE, Mem, Op
 from pypto.codegen.place import Arenas, Slots
 from pypto.codegen.program import Operand, StreamBuilder
 from pypto.ir.dtypes import BY_NAME
@@ -133,8 +133,15 @@ class _Ctx:
                               gm=self.x_sym)
                 sb.emit(Op.COPY, dst, src, dtype=self.dt)
         w_rs, w_cs = self.w_strides
-        dst = Operand(ub, self.slots["w"].addr(i), sh.r * sh.s, t.channels, self.p)
-        src = Operand(Mem.GM, self.w_offset + t.c * w_cs, sh.r * sh.s, t.channels, w_rs, w_cs,
+        taps = sh.r * sh.s
+        dst = Operand(ub, self.slots["w"].addr(i), taps, t.channels, self.p)
+        if w_rs == 1 and w_cs != 1:  # KCRS as stored: a channel's taps are one row
+            raw = Operand(ub, self.slots["w_raw"].addr(i), t.channels, taps, taps)
+            sb.emit(Op.COPY, raw, Operand(Mem.GM, self.w_offset + t.c * w_cs, t.channels, taps,
+                                          w_cs, w_rs, gm=self.w_sym), dtype=self.dt)
+            sb.emit(Op.COPY, dst, raw, dtype=self.dt, flags=F_TRANSPOSE)  # to taps x channels
+            return
+        src = Operand(Mem.GM, self.w_offset + t.c * w_cs, taps, t.channels, w_rs, w_cs,
                       gm=self.w_sym)
         sb.emit(Op.COPY, dst, src, dtype=self.dt)
 

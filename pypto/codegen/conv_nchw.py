@@ -135,9 +135,10 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     swapped = {**dict(s), "m1": channels, "n1": width}
     buffers = cube_buffers(target, swapped, in_dt.itemsize, acc_dt.itemsize, channels, width,
                            wl, None, gm_in, gm_out)
-    stage = None
+    stage = zeros = None
     if s["im2col"] == "staged":
         stage = buffers.arenas.role("vector").alloc(stage_bytes(sh, s), s["l1_depth"])
+        zeros = buffers.arenas.role("vector").alloc(in_dt.itemsize, 1)
     relu = fix_relu_tail(wl) and s.get("fuse_tail", True) is not False
     out_node = next(i for i, n in enumerate(wl.nodes) if n.op == "relu") if relu else ci
     zero = wl.nodes[conv.args[2]] if len(conv.args) > 2 else None
@@ -147,7 +148,7 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
                a_l1=buffers.a_l1, b_l1=buffers.b_l1, l0a=buffers.l0a, l0b=buffers.l0b,
                l0c=buffers.l0c, emitter=None, gm_in=gm_in, gm_out=gm_out, sh=sh, ci=ci,
                pixels=pixels, zero_sym=gm_in[zero.attr("input")] if zero is not None else -1,
-               out_sym=gm_out[out_node], relu=relu, stage=stage)
+               out_sym=gm_out[out_node], relu=relu, stage=stage, zeros=zeros)
     blocks = block_order(1, math.ceil(sh.m / pixels), math.ceil(sh.k / channels),
                          s["block_order"], 1)
     # work units (0, channel block, pixel block, K from, K to): the transposed GEMM's
@@ -157,10 +158,39 @@ def emit(wl: Workload, s: Schedule, target: Target, gm_in: dict[int, int],
     for core in range(s["cores"]):
         chunks = core_chunks(units[core::s["cores"]], channels, pixels, k1)
         sb = StreamBuilder(target)
-        software_pipeline(sb, [Chunk(*c) for c in chunks.tolist()], s["l1_depth"], ctx.load,
-                          ctx.compute, (0, 0))
+        if zeros is not None and len(chunks):
+            load_zero(sb, zeros, ctx.zero_sym, in_dt)
+        todo = [Chunk(*c) for c in chunks.tolist()]
+        if stage is None:
+            software_pipeline(sb, todo, s["l1_depth"], ctx.load, ctx.compute, (0, 0))
+        else:
+            staged_pipeline(sb, todo, s["l1_depth"], ctx)
         streams.append(sb)
     return streams
+
+
+def load_zero(sb: StreamBuilder, zeros: Slots, zero_sym: int, dtype: object) -> None:
+    """The UB zero element staged padding fills read: the workload's zero constant (so
+    it is read, as every input must be), when it has one (no padding: no fills)."""
+    if zero_sym >= 0:
+        sb.emit(Op.COPY, Operand(zeros.mem, zeros.addr(0), 1, 1, 1),
+                Operand(Mem.GM, 0, 1, 1, 1, 1, gm=zero_sym), dtype=dtype)
+
+
+def staged_pipeline(sb: StreamBuilder, chunks: list[Chunk], depth: int, ctx: _Ctx) -> None:
+    """``software_pipeline`` in two stages: the GM DMAs of chunk ``j + depth - 1`` and the
+    UB -> L1 tap copies of chunk ``j + depth - 2`` (whose rows are in UB by then) go
+    before the compute of chunk ``j``, so the copies do not sit in their pipe's queue
+    waiting for a DMA just issued."""
+    ahead = depth - 1
+    on_chip = max(0, ahead - 1)
+    state = (0, 0)
+    for j, chunk in enumerate(chunks):
+        for ld in range(0 if j == 0 else j + ahead, min(j + ahead, len(chunks) - 1) + 1):
+            ctx.load_from_gm(sb, chunks[ld])
+        for ld in range(0 if j == 0 else j + on_chip, min(j + on_chip, len(chunks) - 1) + 1):
+            ctx.load_on_chip(sb, chunks[ld])
+        state = ctx.compute(sb, chunk, state)
 
 
 @dataclass
@@ -174,31 +204,53 @@ class _Ctx(CubeLoop):
     out_sym: int
     relu: bool
     stage: Slots | None  # im2col="staged": the chunk's input rows in UB
+    zeros: Slots | None  # and one zero element there (padding fills on the same pipe)
 
     def extents(self, c: Chunk) -> tuple[int, int]:
         return min(self.m1, self.sh.k - c.m_at), min(self.pixels, self.sh.m - c.n_at)
 
     def load(self, sb: StreamBuilder, c: Chunk) -> None:
         """GM -> L1: the weight tile (``[K, C*R*S]`` as stored) and the im2col^T tile."""
+        self.load_from_gm(sb, c)
+        if self.stage is not None:
+            self.load_on_chip(sb, c)
+
+    def load_from_gm(self, sb: StreamBuilder, c: Chunk) -> None:
+        """The DMAs from GM: the weight tile, and the im2col^T tile's copies (or, staged,
+        the input rows into UB)."""
         conv = self.wl.nodes[self.ci]
-        x, w = self.wl.nodes[conv.args[0]], self.wl.nodes[conv.args[1]]
-        mcur, ncur = self.extents(c)
-        a_addr, b_addr = self.a_l1.addr(c.index), self.b_l1.addr(c.index)
+        w = self.wl.nodes[conv.args[1]]
+        mcur, _ = self.extents(c)
         w_rs, w_cs = w.attr("strides")
-        sb.emit(Op.COPY, Operand(self.a_l1.mem, a_addr, mcur, c.kcur, self.k1),
+        sb.emit(Op.COPY, Operand(self.a_l1.mem, self.a_l1.addr(c.index), mcur, c.kcur, self.k1),
                 Operand(Mem.GM, w.attr("offset") + c.m_at * w_rs + c.k_at * w_cs, mcur,
                         c.kcur, w_rs, w_cs, gm=self.gm_in[w.attr("input")]),
                 dtype=self.in_dt)
+        self.im2col(sb, c, from_gm=True)
+
+    def load_on_chip(self, sb: StreamBuilder, c: Chunk) -> None:
+        """Staged: the tap copies UB -> L1 (after the chunk's input rows reached UB)."""
+        self.im2col(sb, c, from_gm=False)
+
+    def im2col(self, sb: StreamBuilder, c: Chunk, from_gm: bool) -> None:
+        x = self.wl.nodes[self.wl.nodes[self.ci].args[0]]
+        _, ncur = self.extents(c)
+        b_addr = self.b_l1.addr(c.index)
         x_sym = self.gm_in[x.attr("input")]
         if self.stage is None:
             copies = [(cp, Mem.GM, x_sym) for cp in tap_copies(
                 self.sh, x.attr("offset"), x.attr("strides"), c.n_at, ncur, c.k_at, c.kcur)]
         else:
-            copies = self.staged(sb, c, x.attr("offset"), x.attr("strides"), x_sym, ncur)
+            copies = self.staged(sb, c, x.attr("offset"), x.attr("strides"), x_sym, ncur,
+                                 dmas=from_gm)
+            if from_gm:
+                return
         for cp, mem, sym in copies:
             dst = Operand(self.b_l1.mem, b_addr + (cp.row * self.n1 + cp.col) * self.isz,
                           cp.rows, cp.cols, cp.step * self.n1)
-            if cp.src is None:
+            if cp.src is None and self.zeros is not None:  # staged: zeros from UB too
+                src = Operand(self.zeros.mem, self.zeros.addr(0), cp.rows, cp.cols, 0, 0)
+            elif cp.src is None:
                 src = Operand(Mem.GM, 0, cp.rows, cp.cols, 0, 0, gm=self.zero_sym)
             elif mem == Mem.GM:
                 src = Operand(Mem.GM, cp.src, cp.rows, cp.cols, cp.src_rs, cp.src_cs, gm=sym)
@@ -207,10 +259,10 @@ class _Ctx(CubeLoop):
             sb.emit(Op.COPY, dst, src, dtype=self.in_dt)
 
     def staged(self, sb: StreamBuilder, c: Chunk, x_offset: int, x_strides: tuple[int, ...],
-               x_sym: int, ncur: int) -> list[tuple[TapCopy, Mem, int]]:
+               x_sym: int, ncur: int, dmas: bool) -> list[tuple[TapCopy, Mem, int]]:
         """im2col="staged": per image the block reaches, the chunk's channels' input rows
-        into UB (one DMA, a run of whole rows per channel); the tap copies then read UB
-        (their ``src`` in UB elements)."""
+        into UB (one DMA, a run of whole rows per channel: emitted when ``dmas``); the tap
+        copies that then read UB (their ``src`` in UB elements)."""
         sh, stage = self.sh, self.stage
         assert stage is not None
         taps = sh.r * sh.s
@@ -227,7 +279,7 @@ class _Ctx(CubeLoop):
             lo = max(0, oh0 * sh.stride[0] - sh.padding[0])
             hi = min(sh.h - 1, oh1 * sh.stride[0] - sh.padding[0] + (sh.r - 1) * sh.dilation[0])
             run = max(0, hi - lo + 1) * sh.w             # a channel's staged elements
-            if run:
+            if run and dmas:
                 sb.emit(Op.COPY, Operand(stage.mem, at * self.isz, c_hi - c_lo + 1, run, run),
                         Operand(Mem.GM, x_offset + img * sn + c_lo * sc + lo * s_h,
                                 c_hi - c_lo + 1, run, sc, 1, gm=x_sym), dtype=self.in_dt)

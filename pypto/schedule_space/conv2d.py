@@ -18,7 +18,13 @@ Knobs: the matmul ones (``m1`` x ``n1`` output block in L0C, ``k1`` per L1 load,
   taps ``(r, s .. s')`` of a filter row at once (one longer run per pixel, which pays
   when stride_w > 1 makes per-tap rows separate short bursts; rows then overlap, so
   with stride_w 1 it is usually slower). It needs dilation_w 1 and ``(w, c)``
-  contiguous.
+  contiguous. Reading NCHW (``conv2d_nchw``, the GEMM transposed: ``m1`` pixels are
+  then the MMAD's columns, ``n1`` channels its rows) its choices are ``"tap"`` (from GM)
+  and ``"staged"`` (the chunk's input rows through UB); a grouped NHWC conv may stage
+  too (the block's input rows, every channel, in one run; the group's taps from UB).
+
+A grouped conv is one GEMM per group (blocks over groups too). A depthwise conv's space
+adds ``engine`` and the vector unit's knobs (``conv_depthwise``).
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ import functools
 import math
 from typing import TYPE_CHECKING, Any
 
+from pypto.errors import UnsupportedError
+from pypto.ir.dtypes import BY_NAME
 from pypto.schedule_space import conv_depthwise, cube_cost, fusion
 from pypto.schedule_space.chain import Chain, analyze
 from pypto.schedule_space.common import (
@@ -109,6 +117,10 @@ def filter_row_copies_possible(wl: Workload) -> bool:
 
 
 def im2col_axis(wl: Workload, target: Target) -> Axis:
+    if shape_of(wl).groups > 1 and staging_possible(wl, target):
+        return Axis("im2col", ("tap", "staged"), "A-tile copies per tap from GM (a group's "
+                    "channels: short runs), or staged: the block's input rows, every "
+                    "channel, into UB in one run, the group's taps from there to L1")
     if shape_of(wl).layout == "NCHW":
         staged = staging_possible(wl, target)
         return Axis("im2col", ("tap", "staged") if staged else ("tap",),
@@ -124,14 +136,38 @@ def im2col_axis(wl: Workload, target: Target) -> Axis:
                 "with (w, c) contiguous; use 'tap'")
 
 
+def default_im2col(wl: Workload, target: Target) -> str:
+    """Filter-row copies where stride_w > 1 makes per-tap rows short separate bursts;
+    reading NCHW, staged input rows where the target can (an NCHW row of a narrow image
+    is a burst far shorter than the DMA's 512 B; ``benchmarks/layouts.py``); staged
+    rows too for a grouped conv whose groups have under 32 bytes of channels."""
+    sh = shape_of(wl)
+    # staging where a block of one output row's input rows, double-buffered, fits UB
+    small = {"im2col": "staged", "row_block": 1, "m1": round_up(sh.ow, 16), "k1": 16}
+    fits = staging_possible(wl, target) and \
+        2 * stage_bytes(sh, small) <= target.role("vector").capacity
+    if sh.layout == "NCHW":
+        return "staged" if fits else "tap"
+    if sh.groups > 1 and sh.c * BY_NAME[sh.dtype].itemsize < 32 and fits:
+        # a group's channels are runs under 32 B: staging whole rows pays (ResNeXt-50's
+        # 4- and 8-channel groups 4.8x and 1.1x faster; 16 and 32 channels slower:
+        # benchmarks/grouped_conv.py)
+        return "staged"
+    return "filter_row" if sh.stride[1] > 1 and filter_row_copies_possible(wl) else "tap"
+
+
 def staging_possible(wl: Workload, target: Target) -> bool:
-    """An NCHW conv can stage its input rows in UB: the target has a UB -> L1 path and
-    the input's rows of a channel are contiguous."""
+    """An NCHW conv, or a grouped NHWC one, can stage its input rows in UB: the target
+    has a UB -> L1 path and the input's rows (of a channel; NHWC: of every channel) are
+    contiguous."""
     sh = shape_of(wl)
     x = wl.nodes[wl.nodes[conv_index(wl)].args[0]]
-    _, _, s_h, s_w = x.attr("strides")
-    return sh.layout == "NCHW" and s_w == 1 and s_h == sh.w and target.has_path(
-        target.role("vector").name, target.role("stage").name)
+    path = target.has_path(target.role("vector").name, target.role("stage").name)
+    if sh.layout == "NCHW":
+        _, _, s_h, s_w = x.attr("strides")
+        return s_w == 1 and s_h == sh.w and path
+    _, s_h, s_w, s_c = x.attr("strides")
+    return sh.groups > 1 and s_c == 1 and s_w == sh.c_total and s_h == sh.w * s_w and path
 
 
 def stage_bytes(sh: ConvShape, k: Any) -> int:
@@ -140,11 +176,11 @@ def stage_bytes(sh: ConvShape, k: Any) -> int:
     block reaches."""
     if k["im2col"] != "staged":
         return 0
-    from pypto.ir.dtypes import BY_NAME
-
     pixels = block_pixels(sh, k)
     taps = sh.r * sh.s
     channels = min(sh.c, math.ceil(k["k1"] / taps) + 1)
+    if sh.layout != "NCHW":  # a grouped NHWC conv stages rows of every channel
+        channels = sh.c_total
     images = min(sh.n, math.ceil(pixels / (sh.oh * sh.ow)) + 1)
     out_rows = min(sh.oh, math.ceil(pixels / sh.ow) + 1)
     in_rows = min(sh.h, (out_rows - 1) * sh.stride[0] + (sh.r - 1) * sh.dilation[0] + 1)
@@ -222,7 +258,10 @@ def memory_uses(wl: Workload, target: Target) -> list[RoleUse]:
     through UB (a ReLU tail is applied by FIX, others run as a pass of their own)."""
     sh = shape_of(wl)
     if sh.layout != "NCHW":
-        return memory_uses_of(target, sh.dtype, epilogue_chain(wl))
+        uses = memory_uses_of(target, sh.dtype, epilogue_chain(wl))
+        if staging_possible(wl, target):
+            uses.append(_stage_use(sh, target))
+        return uses
 
     def swapped(k: Any) -> dict[str, Any]:
         return {**k, "m1": k["n1"], "n1": k["m1"]}
@@ -230,11 +269,15 @@ def memory_uses(wl: Workload, target: Target) -> list[RoleUse]:
                     lambda k, u=u: u.what(swapped(k)))
             for u in memory_uses_of(target, sh.dtype, None)]
     if staging_possible(wl, target):
-        uses.append(RoleUse(
-            "vector", ("im2col", "row_block", "m1", "k1", "l1_depth"),
-            lambda k: k["l1_depth"] * slot(target, "vector", stage_bytes(sh, k)),
-            lambda k: f"the staged input rows of k1={k['k1']} x l1_depth={k['l1_depth']}"))
+        uses.append(_stage_use(sh, target))
     return uses
+
+
+def _stage_use(sh: ConvShape, target: Target) -> RoleUse:
+    return RoleUse("vector", ("im2col", "row_block", "m1", "k1", "l1_depth"),
+                   lambda k: k["l1_depth"] * slot(target, "vector", stage_bytes(sh, k)),
+                   lambda k: f"the staged input rows of k1={k['k1']} x "
+                             f"l1_depth={k['l1_depth']}")
 
 
 def footprints(wl: Workload, s: Any, target: Target) -> dict[str, int]:
@@ -274,7 +317,12 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
     cube's fractal idle (``benchmarks/grouped_conv.py`` measures both defaults on
     MobileNet-style layers)."""
     space = within or build_space(wl, target)
-    cube = cube_default(wl, target, space)
+    try:
+        cube = cube_default(wl, target, space)
+    except UnsupportedError:
+        if default_im2col(wl, target) != "staged":
+            raise
+        cube = cube_default(wl, target, space, im2col="tap")  # staging did not fit
     sh = shape_of(wl)
     knobs = conv_depthwise.default_knobs(sh, target) if \
         conv_depthwise.vector_possible(sh) else None
@@ -286,7 +334,8 @@ def default(wl: Workload, target: Target, within: Space | None = None) -> Schedu
     return cube
 
 
-def cube_default(wl: Workload, target: Target, within: Space | None = None) -> Schedule:
+def cube_default(wl: Workload, target: Target, within: Space | None = None,
+                 im2col: str | None = None) -> Schedule:
     """The cube's schedule an untuned compile gets, chosen as matmul's (``matmul.default``)
     over the implicit GEMM ``[N*OH*OW, R*S*C] x [R*S*C, K]``: the best of a small set
     of candidates by ``cube_cost.estimate`` from the target's figures, the first in
@@ -318,7 +367,7 @@ def cube_default(wl: Workload, target: Target, within: Space | None = None) -> S
         b_bytes=sh.red * sh.k_total * r.isz,
         epilogue_cycles=0.0 if chain is None else
         cube_cost.epilogue_cycles(target, tail_ops, sh.dtype))
-    im2col = "filter_row" if sh.stride[1] > 1 and filter_row_copies_possible(wl) else "tap"
+    im2col = im2col or default_im2col(wl, target)
     base = Schedule(row_block=0, m1=0, n1=0, k1=0, k0=0, l1_depth=2, l0_depth=2,
                     l0c_depth=2, ub_depth=2, cores=1, block_order="mn", im2col=im2col,
                     **{**fusion.neutral(wl), **unfused_nchw(wl)}, **conv_depthwise.neutral(sh))
@@ -358,7 +407,9 @@ def cube_default(wl: Workload, target: Target, within: Space | None = None) -> S
                 candidates.append((cube_cost.score(
                     problem, r, tiles(*tile, cube_cost.DEPTHS[0])), tile))
     best = cube_cost.best_first(candidates, finish)
-    return best if best is not None else valid_or_refuse(space, shrunk_default(wl, target, space))
+    if best is not None:
+        return best
+    return valid_or_refuse(space, shrunk_default(wl, target, space, im2col))
 
 
 @functools.cache
@@ -377,6 +428,13 @@ def _a_runs(sh: ConvShape, im2col: str, row_block: int, pixels: int,
     """``(runs, elements per run)`` of one im2col A tile load: a run per pixel and tap
     (per filter row with filter-row copies) of the channels the chunk holds; with
     stride_w 1 and whole taps, the pixels of an output row are one run."""
+    if sh.layout == "NCHW" and im2col == "staged":  # the chunk's channels' input rows
+        out_rows = row_block or math.ceil(pixels / sh.ow) + 1
+        in_rows = min(sh.h, (out_rows - 1) * sh.stride[0] + (sh.r - 1) * sh.dilation[0] + 1)
+        channels = min(sh.c, math.ceil(k1 / (sh.r * sh.s)) + 1)
+        if in_rows == sh.h:  # whole planes: the channels are one run
+            return 1, channels * in_rows * sh.w
+        return channels, in_rows * sh.w
     if sh.layout == "NCHW":  # a run per reduction row and output row of the block
         rows = (row_block or math.ceil(pixels / sh.ow) + 1) * min(k1, sh.red)
         if sh.stride[1] == 1:
@@ -391,7 +449,8 @@ def _a_runs(sh: ConvShape, im2col: str, row_block: int, pixels: int,
     return pixels * taps, min(k1, sh.c)
 
 
-def shrunk_default(wl: Workload, target: Target, space: Space) -> Schedule:
+def shrunk_default(wl: Workload, target: Target, space: Space,
+                   im2col: str | None = None) -> Schedule:
     """The fallback when no candidate of ``default`` fits: whole output rows per block
     (the rows and n1, up to 256 pixels and channels, that minimize waves x (rows + 64)
     over the cube cores), k0 = 4 fractals, k1 = 4 x k0, double buffering; then shrink
@@ -411,7 +470,7 @@ def shrunk_default(wl: Workload, target: Target, space: Space) -> Schedule:
         row_block, m1, n1 = 0, min(128, round_up(sh.m, fm)), min(256, round_up(sh.k, fn))
     k0 = min(4 * fk, round_up(sh.red, fk))
     k1 = min(4 * k0, round_up(sh.red, k0))
-    im2col = "filter_row" if sh.stride[1] > 1 and filter_row_copies_possible(wl) else "tap"
+    im2col = im2col or default_im2col(wl, target)
     s = Schedule(row_block=row_block, m1=m1, n1=n1, k1=k1, k0=k0, l1_depth=2, l0_depth=2,
                  l0c_depth=2, ub_depth=2, cores=1, block_order="mn", im2col=im2col,
                  **{**fusion.neutral(wl), **unfused_nchw(wl)}, **conv_depthwise.neutral(sh))

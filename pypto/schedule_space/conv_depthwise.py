@@ -58,6 +58,7 @@ def buffers(sh: ConvShape, k: Any, target: Target) -> dict[str, tuple[int, int]]
     rows, depth = k["dw_rows"], k["dw_depth"]
     out = {"x": (input_rows(sh, rows) * sh.w * p * isz, depth),
            "w": (sh.r * sh.s * p * isz, depth),
+           "w_raw": (k["dw_channels"] * sh.r * sh.s * isz, depth),  # KCRS rows, as stored
            "acc": (rows * sh.ow * p * ACC_BYTES, 1),
            "prod": (rows * sh.ow * p * ACC_BYTES, 1),
            "y": (rows * sh.ow * p * isz, depth)}

@@ -47,7 +47,7 @@ def compulsory_bytes(wl: Workload) -> tuple[int, int]:
     window do, count once; input pixels no conv tap reads, as a stride longer than the
     kernel skips, do not count) and each output element written once."""
     sparse = {n.args[0]: _conv_input_used(wl.nodes[n.args[0]].shape, n)
-              for n in wl.nodes if n.op == "conv2d_nhwc"}
+              for n in wl.nodes if n.op in ("conv2d_nhwc", "conv2d_nchw")}
     by_input: dict[int, list] = {}
     for i, n in enumerate(wl.nodes):
         if n.op == "load":
@@ -63,16 +63,20 @@ def compulsory_bytes(wl: Workload) -> tuple[int, int]:
 
 
 def _conv_input_used(shape: tuple[int, ...], conv: Any) -> int:
-    """Elements of a conv's NHWC input that some tap reads: a stride longer than the
-    (dilated) kernel skips whole rows and columns, which no program needs to fetch."""
-    n, h, w, c = shape
+    """Elements of a conv's NHWC (``conv2d_nchw``: NCHW) input that some tap reads: a
+    stride longer than the (dilated) kernel skips whole rows and columns, which no
+    program needs to fetch."""
+    if conv.op == "conv2d_nchw":
+        n, c, h, w = shape
+    else:
+        n, h, w, c = shape
     r, s = conv.attr("kernel")
 
     def used(size: int, taps: int, stride: int, pad: int, dilation: int, out: int) -> int:
         return len({o * stride - pad + t * dilation for o in range(out) for t in range(taps)}
                    & set(range(size)))
 
-    oh, ow = conv.shape[1], conv.shape[2]
+    oh, ow = conv.shape[2:] if conv.op == "conv2d_nchw" else conv.shape[1:3]
     (sh, sw), (ph, pw), (dh, dw) = conv.attr("stride"), conv.attr("padding"), conv.attr("dilation")
     return n * used(h, r, sh, ph, dh, oh) * used(w, s, sw, pw, dw, ow) * c
 

@@ -95,8 +95,8 @@ def conv2d(x: Any, weight: Any, stride: Any = 1, padding: Any = 0, dilation: Any
     GEMM's ``[N*OH*OW, K]``. Other layouts are views of these (transposes, reshapes);
     the partitioner turns those that are not plain strided reads into copy workloads,
     which is the automatic layout conversion (its time counts). Padding reads a
-    one-element zero constant. An NCHW input with KCRS weights, one group and stride_w
-    1 is read and written as it lies instead (``conv2d_nchw``: the GEMM transposed,
+    one-element zero constant. An NCHW input with KCRS weights and one group is read
+    and written as it lies instead (``conv2d_nchw``: the GEMM transposed,
     ``[K, C*R*S] x im2col^T``, with no conversion at all; ``conv2d_converted`` forces
     the conversions, for comparison: ``benchmarks/layouts.py``). A grouped (or
     depthwise) convolution is one GEMM per group: the weights ``[R*S*C/groups, K]``
@@ -122,12 +122,10 @@ def conv2d_converted(x: Any, weight: Any, stride: Any = 1, padding: Any = 0,
     return _conv2d(x, weight, stride, padding, dilation, groups, direct=False)
 
 
-def direct_nchw(layout: str, weight: Tensor, groups: int, stride: tuple[int, int]) -> bool:
-    """Whether ``conv2d`` reads the NCHW input and KCRS weights as they lie: one group
-    and stride_w 1 (each tap's row of output pixels is then a contiguous run of an
-    input row; with stride_w > 1 it would be element by element, slower than the
-    conversion: ``benchmarks/layouts.py``)."""
-    return layout == "NCHW" and weight.layout != "NHWC" and groups == 1 and stride[1] == 1
+def direct_nchw(layout: str, weight: Tensor, groups: int) -> bool:
+    """Whether ``conv2d`` reads the NCHW input and KCRS weights as they lie: with one
+    group (a grouped conv's NCHW input is converted)."""
+    return layout == "NCHW" and weight.layout != "NHWC" and groups == 1
 
 
 def _conv2d(x: Any, weight: Any, stride: Any, padding: Any, dilation: Any, groups: int,
@@ -144,7 +142,7 @@ def _conv2d(x: Any, weight: Any, stride: Any, padding: Any, dilation: Any, group
     dt = dtypes.promote(x.dtype, w.dtype)
     if dt.name not in _MATMUL_OUT:
         raise DTypeError(f"conv2d: float16, float32 or int8 operands only, got {dt.name}")
-    if direct and direct_nchw(layout, w, int(groups), s):
+    if direct and direct_nchw(layout, w, int(groups)):
         shape = infer.conv2d(x.shape, w.shape, s, p, d, 1)
         k, c, kr, ks = w.shape
         operands = [cast(x, dt), reshape(cast(w, dt), (k, c * kr * ks))]
