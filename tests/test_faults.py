@@ -19,6 +19,7 @@ import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -79,12 +80,23 @@ def test_a_run_stopped_during_the_warm_start_ends_interrupted(
         script: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A signal while the parent of a ``--workers`` run warm-starts the shared study: no
     worker is started, the run row ends ``interrupted``, the exit code is 130."""
-    from pypto.cli import _captured
-    from pypto.db import open_store
     from pypto.tuner import study
-    from pypto.tuner.cli import run_tune
 
     opened = study.open_study
+    # the handler a fresh `pypto tune` process starts with, whatever an earlier test of
+    # this process left installed (restored afterwards)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _warm_start_signalled(script, tmp_path, monkeypatch, study, opened)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _warm_start_signalled(script: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                          study: Any, opened: Any) -> None:
+    from pypto.cli import _captured
+    from pypto.db import open_store
+    from pypto.tuner.cli import run_tune
 
     def signalled(*args, **kwargs):  # type: ignore[no-untyped-def]
         os.kill(os.getpid(), signal.SIGINT)     # deferred: the warm start completes

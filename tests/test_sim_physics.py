@@ -182,7 +182,8 @@ def test_a_strided_1x1_conv_needs_only_the_pixels_it_reads(target: str) -> None:
         warnings.simplefilter("ignore", pypto.ScheduleFallbackWarning)
         compiled = conv.lower(pypto.spec((1, 24, 6, 6), "float16"),
                               pypto.spec((7, 24, 1, 1), "float16"), target=load_target(target))
-    [wl] = [w for w in compiled.workloads if any(n.op == "conv2d_nhwc" for n in w.nodes)]
+    [wl] = [w for w in compiled.workloads
+            if any(n.op in ("conv2d_nhwc", "conv2d_nchw") for n in w.nodes)]
     reads, _ = compulsory_bytes(wl)
     assert reads == (3 * 3 * 24 + 7 * 24) * 2
     check_physics(compiled)
