@@ -335,3 +335,67 @@ def test_a_stall_kicks_from_the_best_and_descends_where_the_kicks_landed(task: A
     landed = schedules[2 + int(np.argmin(cycles[2:]))]
     around = {n.key for n in space.neighbors(landed)}
     assert any(p.key in around for p in picks)
+
+
+def test_coupled_moves_are_every_valid_two_knob_move_a_constraint_ties() -> None:
+    """``coupled``: the valid points where two axes read by one constraint changed, one
+    of them by a step; from the row-aligned default they change ``m1`` with
+    ``row_block``, which no single valid step does."""
+    import itertools
+
+    from pypto.schedule_space import Schedule
+    from pypto.tuner.strategies.model import _CachedNeighbors
+
+    task = _conv_task()
+    space, default = task.space, task.space.default()
+    got = {s.key for s in _CachedNeighbors(space).coupled(default)}
+    # the same set counted independently: every pair of changed axes, every value pair
+    tied = {frozenset(p) for c in space.constraints for p in itertools.combinations(c.axes, 2)}
+    want = set()
+    for a, b in itertools.combinations(space.axes, 2):
+        if frozenset((a, b)) not in tied:
+            continue
+        ca, cb = list(space.axes[a].choices), list(space.axes[b].choices)
+        for va, vb in itertools.product(ca, cb):
+            if va == default[a] or vb == default[b]:
+                continue
+            step_a = abs(ca.index(va) - ca.index(default[a])) == 1
+            step_b = abs(cb.index(vb) - cb.index(default[b])) == 1
+            knobs = {**dict(default), a: va, b: vb}
+            if (step_a or step_b) and space.is_valid(Schedule(knobs)):
+                want.add(Schedule(knobs).key)
+    assert got == want
+    by_step = {n.key for n in space.neighbors(default)}
+    assert not any(n["m1"] != default["m1"] for n in space.neighbors(default))
+    moved = [s for s in _CachedNeighbors(space).coupled(default)
+             if s["m1"] != default["m1"] and s["row_block"] != default["row_block"]]
+    assert moved and not {s.key for s in moved} & by_step
+
+
+def test_each_batch_measures_the_priors_favourite_coupled_move_of_the_best() -> None:
+    """A plateau of ties teaches the learned model nothing; a slot of each batch goes to
+    the coupled move of the best that the analytic prior ranks first."""
+    import optuna
+
+    from pypto.cost_model.features import feature_names, featurize
+    from pypto.tuner.strategies import model as mod
+
+    task = _conv_task()
+    strategy = mod.Strategy(seed=0)
+    strategy.bind(task, optuna.create_study())
+    space, default = task.space, task.space.default()
+    coupled = strategy.walker.coupled(default)
+    x = featurize(task.workload, coupled, task.target, space)
+    prior = x[:, feature_names("conv2d").index("prior")]
+    favourite = coupled[int(np.argmax(prior))]
+    assert strategy._coupled_picks([default], {default.key}) == [favourite]
+    # measured already: the next one
+    second = coupled[int(np.argsort(-prior, kind="stable")[1])]
+    assert strategy._coupled_picks([default], {default.key, favourite.key}) == [second]
+    strategy.started = True
+    strategy.study.add_trial(optuna.trial.create_trial(
+        params=dict(default), value=1000.0,
+        distributions={name: optuna.distributions.CategoricalDistribution(list(a.choices))
+                       for name, a in space.axes.items()}))
+    strategy._refill({default.key})
+    assert favourite in strategy.batch
