@@ -195,6 +195,30 @@ class ChainEmitter:
             slot += 1
         return slot
 
+    def nodes(self) -> list[int]:
+        """The chain's nodes that have values, in order."""
+        return [i for i in range(len(self.wl.nodes)) if i in self.values]
+
+    def passes(self) -> list[tuple[int, list[int], list[int], list[int], set[int]]]:
+        """Per pass ``k`` of a multi-pass row block: the reductions it accumulates, the
+        stage-0 row values it computes first (pass 0 only), the row values it completes
+        last, and the column values it must (re)compute."""
+        wl, values = self.wl, self.values
+        stage = stages(wl, self.chain)
+        nodes = self.nodes()
+        col = {i for i in nodes if values[i].phase != "row"}
+        rows = [i for i in nodes if values[i].phase == "row" and wl.nodes[i].op not in REDUCE_OPS]
+        outs = set(wl.outputs)
+        out = []
+        for k in range(max(stage[i] for i in col) + 1):
+            reductions = [i for i in nodes if wl.nodes[i].op in REDUCE_OPS and stage[i] == k + 1]
+            first = [i for i in rows if stage[i] == 0] if k == 0 else []
+            last = [i for i in rows if stage[i] == k + 1]
+            wanted = {i for i in col if i in outs and stage[i] == k} | set(first)
+            wanted |= {a for i in reductions + last for a in wl.nodes[i].args}
+            out.append((k, reductions, first, last, self._closure(wanted, col | set(first))))
+        return out
+
     def emit_passes(self, sb: StreamBuilder, row_tile: Tile, chunks: list[tuple[int, int]],
                     slot: int, row_slot: int) -> int:
         """A row block whose rows are split into column chunks although a row value is
@@ -204,19 +228,9 @@ class ChainEmitter:
         stage ``k``, accumulates the reductions of stage ``k + 1`` and, at its last
         chunk, computes the row values those complete. Row values that need no
         reduction (stage 0) are computed at the first chunk of the first pass."""
-        wl, values = self.wl, self.values
-        stage = stages(wl, self.chain)
-        nodes = [i for i in range(len(wl.nodes)) if i in values]
-        col = {i for i in nodes if values[i].phase != "row"}
-        rows = [i for i in nodes if values[i].phase == "row" and wl.nodes[i].op not in REDUCE_OPS]
+        wl, stage, nodes = self.wl, stages(self.wl, self.chain), self.nodes()
         outs = set(wl.outputs)
-        for k in range(max(stage[i] for i in col) + 1):
-            reductions = [i for i in nodes if wl.nodes[i].op in REDUCE_OPS and stage[i] == k + 1]
-            first = [i for i in rows if stage[i] == 0] if k == 0 else []
-            last = [i for i in rows if stage[i] == k + 1]
-            wanted = {i for i in col if i in outs and stage[i] == k} | set(first)
-            wanted |= {a for i in reductions + last for a in wl.nodes[i].args}
-            needed = self._closure(wanted, col | set(first))
+        for k, reductions, first, last, needed in self.passes():
             for j, (c0, cols) in enumerate(chunks):
                 tile = Tile(row_tile.r0, row_tile.rows, c0, cols)
                 for i in nodes:

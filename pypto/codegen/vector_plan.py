@@ -202,20 +202,9 @@ def _tile_steps(em: ChainEmitter, loaded: bool) -> tuple[np.ndarray, np.ndarray]
 
 def _passes(em: ChainEmitter) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
     """``ChainEmitter.emit_passes``'s steps, pass by pass."""
-    wl, values = em.wl, em.values
-    stage = stages(wl, em.chain)
-    nodes = [i for i in range(len(wl.nodes)) if i in values]
-    col = {i for i in nodes if values[i].phase != "row"}
-    rows = [i for i in nodes if values[i].phase == "row" and wl.nodes[i].op not in REDUCE_OPS]
-    outs = set(wl.outputs)
+    wl, stage, nodes, outs = em.wl, stages(em.wl, em.chain), em.nodes(), set(em.wl.outputs)
     out = []
-    for k in range(max(stage[i] for i in col) + 1):
-        reductions = [i for i in nodes if wl.nodes[i].op in REDUCE_OPS and stage[i] == k + 1]
-        first = [i for i in rows if stage[i] == 0] if k == 0 else []
-        last = [i for i in rows if stage[i] == k + 1]
-        wanted = {i for i in col if i in outs and stage[i] == k} | set(first)
-        wanted |= {a for i in reductions + last for a in wl.nodes[i].args}
-        needed = em._closure(wanted, col | set(first))
+    for k, reductions, first, last, needed in em.passes():
         row_store = STORE_ROW_SLOT  # a row value's store after its compute, if an output
         body: list[tuple[int, ...]] = []
         for i in nodes:
