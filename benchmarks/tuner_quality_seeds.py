@@ -25,11 +25,6 @@ sys.path.insert(0, str(HERE))
 TRIALS = 200
 
 
-def optima() -> dict[str, float]:
-    data = json.loads((HERE / "results" / "tuner_quality_hard.json").read_text())
-    return {name: w["optimum"] for name, w in data["workloads"].items()}
-
-
 def run(job: tuple[str, str, int]) -> tuple[str, int, list[float]]:
     import tuner_quality
     from suite import load_cases
@@ -54,14 +49,17 @@ def main() -> None:
     jobs = [(n, args.strategy, s) for n in args.names.split(",") for s in range(args.seeds)]
     with multiprocessing.Pool(2) as pool:
         results = pool.map(run, jobs, chunksize=1)
-    known = optima()
+    import tuner_quality
+
+    known = tuner_quality.earlier_optima([HERE / "results" / "tuner_quality_hard.json"],
+                                         "ascend910b")
     runs: dict[str, list[dict[str, Any]]] = {}
     for name, seed, best in results:
-        opt = min(known.get(name, best[-1]), best[-1])
-        to_95 = next((i + 1 for i, b in enumerate(best) if opt / b >= 0.95 - 1e-12), None)
-        runs.setdefault(name, []).append({"seed": seed, "to_95": to_95,
-                                          "at_50": opt / best[min(49, len(best) - 1)],
-                                          "at_200": opt / best[-1], "curve": best})
+        opt = min(known.get(name, {}).get("optimum", best[-1]), best[-1])
+        runs.setdefault(name, []).append({
+            "seed": seed, "to_95": tuner_quality.trials_to(best, opt, 0.95),
+            "at_50": tuner_quality.at(best, opt, 50), "at_200": tuner_quality.at(best, opt, 200),
+            "curve": best})
     everything = [r for rs in runs.values() for r in rs]
     for name, rs in runs.items():
         print(f"{name:28s} to 95%: {[r['to_95'] for r in rs]}  "
