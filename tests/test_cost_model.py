@@ -13,8 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pypto
+from pypto.codegen.pipeline import block_order
 from pypto.cost_model.features import (
     FAMILY_FEATURES,
+    _core_load,
     feature_names,
     featurize,
     featurize_columns,
@@ -125,6 +127,35 @@ def test_features_never_nan_or_inf_conv(h, c, k, r, stride, seed):
 def test_features_never_nan_or_inf_vector(rows, cols, seed):
     wl = _softmax(rows, cols)
     assert np.isfinite(featurize(wl, _samples(wl, 6, seed), TARGET)).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(batch=st.integers(1, 3), mb=st.integers(1, 30), nb=st.integers(1, 30),
+       order=st.sampled_from(["mn", "nm"]), swizzle=st.sampled_from([1, 2, 3, 4, 8]),
+       split=st.integers(1, 3), cores=st.integers(1, 32),
+       f_m=st.sampled_from([1.0, 0.5, 0.125, 0.9]), f_n=st.sampled_from([1.0, 0.25, 0.6]))
+def test_core_load_is_the_busiest_core_of_the_codegen_block_order(
+        batch, mb, nb, order, swizzle, split, cores, f_m, f_n):
+    """Dealing the codegen's own block order round robin (partial last row and column)
+    gives the busiest core's load the features charge, up to the exact-count limit."""
+    units = [(f_m if m == mb - 1 else 1.0) * (f_n if n == nb - 1 else 1.0)
+             for _, m, n in block_order(batch, mb, nb, order, swizzle) for _ in range(split)]
+    busiest = max(sum(units[c::cores]) for c in range(cores))
+    outer, inner, f_o, f_i = (mb, nb, f_m, f_n) if order == "mn" else (nb, mb, f_n, f_m)
+    one = lambda v: np.array([float(v)])  # noqa: E731
+    load = _core_load(one(cores), float(batch), one(outer), one(inner), one(f_o), one(f_i),
+                      one(swizzle), one(split))[0]
+    assert load == pytest.approx(busiest, rel=1e-9)
+
+
+def test_core_load_of_a_partial_last_wave_and_of_grids_past_the_exact_limit():
+    one = lambda v: np.array([float(v)])  # noqa: E731
+    # 25 blocks of 128 pixels on 24 cores, the last one half a block: 1.5, not 2 waves
+    assert _core_load(one(24), 1.0, one(25), one(1), one(0.5), one(1.0), one(1),
+                      one(1))[0] == pytest.approx(1.5)
+    # a grid too big to count: between the average core and whole waves
+    big = _core_load(one(24), 1.0, one(300), one(100), one(0.5), one(0.5), one(1), one(1))[0]
+    assert 300 * 100 * 0.99 / 24 <= big <= -(-300 * 100 // 24)
 
 
 # -- the model ---------------------------------------------------------------------------

@@ -31,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 
 #: Bump when a feature's definition or the column lists change: models trained on other
 #: features are refused (``CostModelError``), not silently misread.
-FEATURE_VERSION = "features-1"
+FEATURE_VERSION = "features-2"
 
 Columns = dict[str, np.ndarray]
 
@@ -58,7 +59,7 @@ Columns = dict[str, np.ndarray]
 
 PIPES = ("mte2", "mte1", "cube", "fix", "vec", "mte3")
 COMMON = ("log_bound", "log_flops", "log_compulsory_bytes", "blocks", "log_blocks", "waves",
-          "tail_efficiency", "chip_utilization", "core_share", "pad_efficiency",
+          "core_load", "tail_efficiency", "chip_utilization", "core_share", "pad_efficiency",
           "gm_read_bytes", "gm_write_bytes", "gm_reuse", "arith_intensity",
           *(f"busy_{p}" for p in PIPES), "busy_max", "busy_sum", "busy_balance",
           "bottleneck", "est_cycles", "log_est_cycles", "prior",
@@ -121,6 +122,71 @@ def _op_cost(target: Target, op: str) -> float:
         return target.vector_op_cost(_VECTOR_COST.get(op, op))
     except PyptoError:
         return 1.0
+
+
+#: grids of more blocks than this are loaded by an estimate instead of counted
+EXACT_BLOCKS = 8192
+
+
+def _core_load(cores: np.ndarray, batch: float, outer: np.ndarray, inner: np.ndarray,
+               f_outer: np.ndarray, f_inner: np.ndarray, swizzle: np.ndarray,
+               split: np.ndarray) -> np.ndarray:
+    """Block-units of work on the busiest core when blocks go to ``cores`` round robin in
+    the codegen's order (``pypto.codegen.pipeline.block_order``: per batch, groups of
+    ``swizzle`` outer rows, inner fastest within a group, ``split`` K parts innermost).
+    The last outer row is ``f_outer`` of a block, the last inner column ``f_inner``: 25
+    blocks on 24 cores whose last block is half a block load the busiest core with 1.5
+    blocks, not 2 (what ``waves`` alone would charge), and when the cores are a multiple
+    of the inner count, the partial column always lands on the same cores.
+
+    Per distinct grid, each core's count of blocks, of last-row, last-column and corner
+    blocks is counted once (cached); a core's load is bilinear in the two fractions."""
+    shape = np.stack([np.broadcast_to(np.asarray(v, dtype=np.float64), f_outer.shape)
+                      for v in (cores, outer, inner, np.minimum(swizzle, outer), split)],
+                     axis=1)
+    uniq, inverse = np.unique(shape, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    load = np.empty(len(f_outer))
+    for u, grid in enumerate(uniq):
+        rows = np.flatnonzero(inverse == u)
+        counts = _grid_counts(int(batch), *(int(v) for v in grid))
+        if counts is None:
+            load[rows] = _estimated_load(batch, *grid, f_outer[rows], f_inner[rows])
+            continue
+        n, a, b, ab = counts
+        lo, li = 1.0 - f_outer[rows, None], 1.0 - f_inner[rows, None]
+        load[rows] = np.max(n - lo * a - li * b + lo * li * ab, axis=1)
+    return load
+
+
+@functools.lru_cache(maxsize=4096)
+def _grid_counts(batch: int, cores: int, outer: int, inner: int, swizzle: int,
+                 split: int) -> tuple[np.ndarray, ...] | None:
+    """Per core: blocks, last-row blocks, last-column blocks and corner blocks (None for
+    grids over ``EXACT_BLOCKS``)."""
+    total = batch * outer * inner * split
+    if total > EXACT_BLOCKS:
+        return None
+    g = np.arange(total)
+    rem = g // split % (outer * inner)
+    start = rem // (swizzle * inner) * swizzle
+    width = np.minimum(swizzle, outer - start)
+    off = rem - start * inner
+    last_o = (start + off % width) == outer - 1
+    last_i = (off // width) == inner - 1
+    core = g % cores
+    return tuple(np.bincount(core, weights=w, minlength=cores) for w in (
+        np.ones(total), last_o, last_i, last_o & last_i))
+
+
+def _estimated_load(batch: float, cores: float, outer: float, inner: float, swizzle: float,
+                    split: float, f_outer: np.ndarray, f_inner: np.ndarray) -> np.ndarray:
+    """A large grid's busiest core: its share of whole waves at the average block, plus
+    a whole block for the last wave (many waves: the tail is a small part)."""
+    blocks = batch * outer * inner * split
+    waves = math.ceil(blocks / cores)
+    mean = (outer - 1 + f_outer) * (inner - 1 + f_inner) / (outer * inner)
+    return (waves - 1) * mean + 1.0
 
 
 def _burst(run_bytes: np.ndarray, min_burst: float) -> np.ndarray:
@@ -200,6 +266,11 @@ def _cube(target: Target, dtype: str, *, batch: float, m: float, n: float, k: fl
         "mte3": np.where(vec_epilogue, out_bytes / o_rate + o_lat, 0.0),
     }
     cores = c["cores"]
+    f_m, f_n = (m - (mb - 1) * pixels) / pixels, (n - (nb - 1) * n1) / n1
+    mn = c.get("block_order", np.zeros_like(m1)) == 0
+    load = _core_load(np.maximum(cores, 1.0), batch, np.where(mn, mb, nb),
+                      np.where(mn, nb, mb), np.where(mn, f_m, f_n), np.where(mn, f_n, f_m),
+                      c.get("swizzle", np.ones_like(m1)), split)
     # a wave's distinct A rows and B columns (swizzle groups block rows), against L2
     sw = c.get("swizzle", np.ones_like(m1))
     rows_per_wave = np.minimum(mb, np.maximum(sw, cores / np.maximum(nb, 1)))
@@ -219,8 +290,8 @@ def _cube(target: Target, dtype: str, *, batch: float, m: float, n: float, k: fl
         "wave_working_set_l2": wave_set / target.l2_bytes,
         "l2_fit": (wave_set <= target.l2_bytes).astype(np.float64),
         "min_depth": min_depth, "serial_share": 1.0 / min_depth,
-        "blocks": blocks, "cores": cores, "depth": min_depth, "pad_efficiency": pad,
-        "gm_read_bytes": blocks * (gm_a + gm_b), "gm_write_bytes": blocks * out_bytes
+        "blocks": blocks, "cores": cores, "core_load": load, "depth": min_depth,
+        "pad_efficiency": pad, "gm_read_bytes": blocks * (gm_a + gm_b), "gm_write_bytes": blocks * out_bytes
         * np.where(split > 1, 2.0, 1.0),
         **{f"block_{p}": v for p, v in block.items()},
     }
@@ -245,11 +316,11 @@ def _matmul(wl: Workload, c: Columns, target: Target) -> Columns:
 
 
 def _conv2d(wl: Workload, c: Columns, target: Target) -> Columns:
-    from pypto.schedule_space.conv2d import shape_of
+    from pypto.schedule_space.conv2d import CONV_OPS, shape_of
 
     sh = shape_of(wl)
     isz = _isz(sh.dtype)
-    tail = [n.op for n in wl.nodes if n.op not in ("load", "conv2d_nhwc")]
+    tail = [n.op for n in wl.nodes if n.op not in ("load", *CONV_OPS)]
     rb = c["row_block"]
     pixels = np.where(rb > 0, rb * sh.ow, c["m1"])
     rows = np.where(rb > 0, rb, _ceil(c["m1"], sh.ow) + 1)
@@ -264,9 +335,9 @@ def _conv2d(wl: Workload, c: Columns, target: Target) -> Columns:
     row_run = np.minimum(c["k1"], sh.s * sh.c)
     a_run = np.where(filter_row, row_run, tap_run) * isz
     a_dmas = np.where(filter_row, pixels * np.maximum(1.0, c["k1"] / (sh.s * sh.c)), tap_dmas)
-    out = _cube(target, sh.dtype, batch=1.0, m=sh.m, n=sh.k, k=sh.red, c=c, pixels=pixels,
-                a_run=a_run, a_dmas=a_dmas, b_run=c["n1"] * isz, epilogue_ops=tail,
-                out_dtype=wl.nodes[wl.outputs[0]].dtype)
+    out = _cube(target, sh.dtype, batch=float(sh.groups), m=sh.m, n=sh.k, k=sh.red, c=c,
+                pixels=pixels, a_run=a_run, a_dmas=a_dmas, b_run=c["n1"] * isz,
+                epilogue_ops=tail, out_dtype=wl.nodes[wl.outputs[0]].dtype)
     out["im2col_dmas"] = a_dmas
     out["row_pixels_share"] = pixels / c["m1"]
     return out
@@ -438,7 +509,8 @@ def _columns(wl: Workload, knobs: Columns, target: Target) -> Columns:
     blocks, cores = d["blocks"], np.maximum(d["cores"], 1.0)
     waves = _ceil(blocks, cores)
     all_cores = target.cube_cores if wl.family in ("matmul", "conv2d") else target.vector_cores
-    busy = {p: waves * d[f"block_{p}"] for p in PIPES}
+    load = d.get("core_load", waves)   # blocks on the busiest core, tail blocks partial
+    busy = {p: load * d[f"block_{p}"] for p in PIPES}
     stack = np.stack([busy[p] for p in PIPES], axis=1)
     busy_max, busy_sum = stack.max(axis=1), stack.sum(axis=1)
     # pipes overlap as far as buffering lets them: single buffering serializes part
@@ -451,7 +523,7 @@ def _columns(wl: Workload, knobs: Columns, target: Target) -> Columns:
         "log_flops": np.full(n, math.log2(max(flops, 1.0))),
         "log_compulsory_bytes": np.full(n, math.log2(max(compulsory, 1.0))),
         "blocks": blocks, "log_blocks": np.log2(np.maximum(blocks, 1.0)), "waves": waves,
-        "tail_efficiency": blocks / (waves * cores),
+        "core_load": load, "tail_efficiency": blocks / (waves * cores),
         "chip_utilization": blocks / (waves * all_cores),
         "core_share": cores / all_cores, "pad_efficiency": d["pad_efficiency"],
         "gm_read_bytes": d["gm_read_bytes"], "gm_write_bytes": d["gm_write_bytes"],
@@ -483,10 +555,11 @@ def _work(wl: Workload) -> tuple[float, float]:
             a = wl.nodes[node.args[0]]
             k = a.shape[-2] if node.attr("transpose_a") else a.shape[-1]
             flops += 2.0 * math.prod(node.shape) * k
-        elif node.op == "conv2d_nhwc":
+        elif node.op in ("conv2d_nhwc", "conv2d_nchw"):
             x = wl.nodes[node.args[0]]
             r, s = node.attr("kernel")
-            flops += 2.0 * math.prod(node.shape) * r * s * x.shape[-1]
+            channels = x.shape[1] if node.op == "conv2d_nchw" else x.shape[-1]
+            flops += 2.0 * math.prod(node.shape) * r * s * channels / node.attr("groups", 1)
         else:
             flops += float(math.prod(node.shape))
     for o in wl.outputs:
