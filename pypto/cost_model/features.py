@@ -291,8 +291,8 @@ def _cube(target: Target, dtype: str, *, batch: float, m: float, n: float, k: fl
         "l2_fit": (wave_set <= target.l2_bytes).astype(np.float64),
         "min_depth": min_depth, "serial_share": 1.0 / min_depth,
         "blocks": blocks, "cores": cores, "core_load": load, "depth": min_depth,
-        "pad_efficiency": pad, "gm_read_bytes": blocks * (gm_a + gm_b), "gm_write_bytes": blocks * out_bytes
-        * np.where(split > 1, 2.0, 1.0),
+        "pad_efficiency": pad, "gm_read_bytes": blocks * (gm_a + gm_b),
+        "gm_write_bytes": blocks * out_bytes * np.where(split > 1, 2.0, 1.0),
         **{f"block_{p}": v for p, v in block.items()},
     }
 
