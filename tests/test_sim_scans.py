@@ -5,6 +5,8 @@ tensor, whose copies sometimes take a register and whose branches sometimes jump
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -21,6 +23,7 @@ from pypto.targets import load_target
 pytest.importorskip("pypto.sim._scan", reason="the compiled scans are not built")
 
 TARGET = load_target("ascend910b")
+_nothing = contextlib.nullcontext
 OPS = [Op.COPY, Op.VLD, Op.VST, Op.BNE, Op.BLT, Op.VADD, Op.SET_FLAG, Op.NOP, Op.MMAD]
 
 
@@ -75,3 +78,15 @@ def test_a_program_whose_copy_reads_a_tensor_as_another_dtype_is_refused():
     program = Program("p", TARGET.name, (Symbol("x", BY_CODE[1], (4,), "in"),), (stream,))
     with pytest.raises(SimError, match="instruction 1"):
         check.check_gm_dtypes(program, TARGET)
+
+
+def test_a_program_with_gm_operands_but_no_tensors_is_refused_by_name():
+    stream = np.zeros(1, dtype=INSTR)
+    stream["op"] = Op.COPY
+    stream["a_mem"] = Mem.GM
+    stream["sdtype"] = BY_CODE[1].code
+    program = Program("p", TARGET.name, (), (stream,))
+    for force in (False, True):
+        with native.force_python() if force else _nothing():
+            with pytest.raises(SimError, match="declares no GM tensor"):
+                check.check_gm_dtypes(program, TARGET)

@@ -226,6 +226,11 @@ def check_gm_dtypes(program: Program, target: Target) -> None:
             bad = gm & (code != codes[sym])
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
+                if not program.symbols:
+                    _fail_if(program, target, core, bad,
+                             f"operand {prefix} reads GM symbol {int(stream['gm'][i])}, but "
+                             "the program declares no GM tensor: give the Program the "
+                             "symbols of its inputs and outputs")
                 tensor = program.symbols[int(sym[i])]
                 given = BY_CODE.get(int(code[i]))
                 _fail_if(program, target, core, bad,
