@@ -77,7 +77,10 @@ class FamilyFeatures:
     """One family's features: ``knobs`` (the axes it reads, in order), ``derived`` (its
     own columns) and ``compute(workload, knob columns, target) -> columns`` producing
     ``derived`` plus the per-block pipe busy cycles ``block_<pipe>`` and ``blocks``,
-    ``cores``, ``depth``, ``pad_efficiency``, ``gm_read_bytes``, ``gm_write_bytes``."""
+    ``cores``, ``depth``, ``pad_efficiency``, ``gm_read_bytes``, ``gm_write_bytes``;
+    optionally ``core_load`` (blocks on the busiest core; default: whole waves),
+    ``block_latency`` (a block's load latency, to be covered by ``depth`` blocks in
+    flight) and ``launches`` (kernel launches; default 1)."""
 
     name: str
     knobs: tuple[str, ...]
@@ -346,10 +349,11 @@ def _conv2d(wl: Workload, c: Columns, target: Target) -> Columns:
 # -- vector ------------------------------------------------------------------------------
 
 VECTOR_DERIVED = ("tiles_r", "tiles_c", "tile_elems", "ub_bytes", "ub_fill", "chunked",
-                  "load_run_bytes", "load_burst", "vec_instructions", "row_share")
+                  "crossing_bytes", "load_run_bytes", "load_burst", "vec_instructions", "row_share")
 
 
 def _vector(wl: Workload, c: Columns, target: Target) -> Columns:
+    from pypto.ir.split import crossing
     from pypto.schedule_space.chain import analyze, footprint
 
     chain = analyze(wl)
@@ -382,12 +386,18 @@ def _vector(wl: Workload, c: Columns, target: Target) -> Columns:
     vrate = target.vector_bytes_per_cycle
     instructions = len(ops) * np.where(tc < chain.cols, 2.0, 1.0)
     chunked = (tc < chain.cols).astype(np.float64)
+    # split_at > 0: two passes, the head's values the tail reads go through GM between
+    split = c.get("split_at", np.zeros_like(tr))
+    two = (split > 0).astype(np.float64)
+    cross = np.zeros_like(tr)
+    for n in np.unique(split[split > 0]):
+        cross[split == n] = sum(_isz(wl.nodes[i].dtype) for i in crossing(wl, int(n)))
     block = {
-        "mte2": in_bytes / (g_rate * burst) + g_lat * len(loads) * 0.1,
+        "mte2": (in_bytes + cross * elems) / (g_rate * burst) + g_lat * len(loads) * 0.1,
         "mte1": np.zeros_like(tr), "cube": np.zeros_like(tr), "fix": np.zeros_like(tr),
         "vec": elems * col_work / vrate + tr * row_work / vrate
-        + instructions * target.vector_issue_overhead,
-        "mte3": elems * out_isz / o_rate + o_lat,
+        + instructions * target.vector_issue_overhead * (1.0 + two),
+        "mte3": elems * (out_isz + cross) / o_rate + o_lat * (1.0 + two),
     }
     pad = (chain.rows / (tiles_r * tr)) * (chain.cols / (tiles_c * tc))
     return {
@@ -396,7 +406,9 @@ def _vector(wl: Workload, c: Columns, target: Target) -> Columns:
         "load_run_bytes": run, "load_burst": burst, "vec_instructions": instructions,
         "row_share": tr / chain.rows,
         "blocks": blocks, "cores": cores, "depth": depth, "pad_efficiency": pad,
-        "gm_read_bytes": blocks * in_bytes, "gm_write_bytes": blocks * elems * out_isz,
+        "block_latency": g_lat * (1.0 + two), "launches": 1.0 + two,
+        "crossing_bytes": cross, "gm_read_bytes": blocks * (in_bytes + cross * elems),
+        "gm_write_bytes": blocks * elems * (out_isz + cross),
         **{f"block_{p}": v for p, v in block.items()},
     }
 
@@ -406,7 +418,7 @@ MATMUL_KNOBS = ("m1", "n1", "k1", "k0", "m0_parts", "n0_parts", "l1_depth", "l0_
                 "l0_order", "epilogue", "a_layout", "b_layout")
 CONV_KNOBS = ("row_block", "m1", "n1", "k1", "k0", "l1_depth", "l0_depth", "l0c_depth",
               "ub_depth", "cores", "block_order", "im2col")
-VECTOR_KNOBS = ("tile_rows", "tile_cols", "depth", "cores", "inplace")
+VECTOR_KNOBS = ("tile_rows", "tile_cols", "depth", "cores", "inplace", "split_at")
 
 FAMILY_FEATURES: Mapping[str, FamilyFeatures] = MappingProxyType({f.name: f for f in (
     FamilyFeatures("matmul", MATMUL_KNOBS, CUBE_DERIVED, _matmul),
@@ -515,8 +527,15 @@ def _columns(wl: Workload, knobs: Columns, target: Target) -> Columns:
     busy_max, busy_sum = stack.max(axis=1), stack.sum(axis=1)
     # pipes overlap as far as buffering lets them: single buffering serializes part
     overlap = busy_max + (busy_sum - busy_max) / np.maximum(d["depth"], 1.0) * 0.5
+    if "block_latency" in d:
+        # a block's round trip (its load's latency, then every pipe's work on it) is
+        # covered by the blocks in flight: with GM latencies of ~1,400 cycles, small
+        # vector tiles at depth 2 wait on their loads, at depth 4 on the vector unit
+        trip = load * d["block_latency"] + busy_sum
+        overlap = np.maximum(overlap, trip / np.maximum(d["depth"], 1.0))
     memory = (d["gm_read_bytes"] + d["gm_write_bytes"]) / target.gm_bytes_per_cycle_chip
-    est = target.launch_overhead_cycles + np.maximum(overlap, memory * 0.25)
+    est = (target.launch_overhead_cycles * d.get("launches", 1.0)
+           + np.maximum(overlap, memory * 0.25))
     gm_bytes = d["gm_read_bytes"] + d["gm_write_bytes"]
     common = {
         "log_bound": np.full(n, math.log2(max(bound, 1.0))),
