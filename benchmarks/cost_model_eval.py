@@ -5,9 +5,12 @@ of the *other* suite workloads of that family, then ranks the held-out workload'
 measured schedules: Spearman (scores vs speed) and TenSet's top-1 / top-5 score (the
 best measured cycles over the best among the model's top 1 / top 5). Objectives
 compared: ``rank:pairwise``, ``rank:ndcg``, ``reg:squarederror``, and the analytic prior
-alone (no training). The dataset comes from ``cost_model_data.py`` (built if missing).
+alone (no training); each trained objective under every ``--prior-margins`` weight of
+log(prior) as the trees' base margin (0: trees alone). The dataset comes from
+``cost_model_data.py`` (built if missing).
 
     python benchmarks/cost_model_eval.py [--dataset PATH] [--objectives ...] [--rounds 300]
+        [--prior-margins 0 1]
 
 Prints a table per objective; writes benchmarks/results/cost_model_eval.json.
 """
@@ -31,7 +34,7 @@ import cost_model_data  # noqa: E402
 
 from pypto.cost_model.features import FEATURE_VERSION, featurize  # noqa: E402
 from pypto.cost_model.metrics import spearman, top_k_score  # noqa: E402
-from pypto.cost_model.model import CostModel  # noqa: E402
+from pypto.cost_model.model import DEFAULT_PRIOR_MARGIN, CostModel  # noqa: E402
 from pypto.ir.workload import workload_from_json  # noqa: E402
 from pypto.schedule_space import Schedule, space_for  # noqa: E402
 from pypto.targets import load_target  # noqa: E402
@@ -56,13 +59,14 @@ def featurized(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def evaluate(sets: dict[str, dict[str, Any]], objective: str, rounds: int,
-             seed: int) -> list[dict[str, Any]]:
+             seed: int, prior_margin: float = DEFAULT_PRIOR_MARGIN) -> list[dict[str, Any]]:
     rows = []
     for name, held in sets.items():
         train = [(s["x"], s["cycles"]) for n, s in sets.items()
                  if n != name and s["family"] == held["family"] and len(s["cycles"]) >= 2]
         model = CostModel(held["family"], objective=objective if objective != "prior"
-                          else "rank:pairwise", seed=seed, rounds=rounds)
+                          else "rank:pairwise", seed=seed, rounds=rounds,
+                          prior_margin=prior_margin)
         t0 = time.perf_counter()
         if objective != "prior" and train:
             model.fit(train)
@@ -91,6 +95,8 @@ def main() -> None:
     ap.add_argument("--objectives", nargs="+", default=list(OBJECTIVES))
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prior-margins", nargs="+", type=float, default=[DEFAULT_PRIOR_MARGIN],
+                    help="weights of log(prior) in the base margin to compare")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     data = (cost_model_data.load(args.dataset) if args.dataset.exists()
@@ -101,16 +107,21 @@ def main() -> None:
     print(f"dataset {args.dataset}: {len(sets)} workloads, {n_points} measured schedules; "
           f"featurize {feat_rate:,.0f} schedules/s (incl. knob extraction)")
     results: dict[str, Any] = {}
-    for objective in args.objectives:
-        rows = evaluate(sets, objective, args.rounds, args.seed)
-        results[objective] = {"rows": rows, "summary": summary(rows)}
-        print(f"\n== {objective} (leave one workload out)")
+    runs = [(o, k) for o in args.objectives for k in (args.prior_margins if o != "prior"
+                                                        else [0.0])]
+    for objective, margin in runs:
+        rows = evaluate(sets, objective, args.rounds, args.seed, margin)
+        label = (objective if objective == "prior" or len(args.prior_margins) == 1
+                 else f"{objective}, prior margin {margin:g}")
+        results[label] = {"objective": objective, "prior_margin": margin, "rows": rows,
+                          "summary": summary(rows)}
+        print(f"\n== {label} (leave one workload out)")
         print(f"{'workload':28s} {'family':7s} {'points':>6s} {'spearman':>8s} {'top1':>6s} "
               f"{'top5':>6s}")
         for r in rows:
             print(f"{r['workload']:28s} {r['family']:7s} {r['points']:6d} {r['spearman']:8.3f} "
                   f"{r['top1']:6.3f} {r['top5']:6.3f}")
-        s = results[objective]["summary"]
+        s = results[label]["summary"]
         print(f"mean top-1 {s['mean_top1']:.3f} (median {s['median_top1']:.3f}, min "
               f"{s['min_top1']:.3f}, {s['top1_ge_0.90']}/{s['workloads']} >= 0.90); mean top-5 "
               f"{s['mean_top5']:.3f}; mean Spearman {s['mean_spearman']:.3f}")
@@ -118,7 +129,7 @@ def main() -> None:
                key=lambda o: (results[o]["summary"]["mean_top1"],
                               results[o]["summary"]["min_top1"]), default=None)
     if best:
-        print(f"\nbest objective by mean held-out top-1: {best}")
+        print(f"\nbest by mean held-out top-1: {best}")
     out = {"benchmark": "cost_model_eval", "target": data["target"],
            "feature_version": FEATURE_VERSION, "dataset": str(args.dataset),
            "workloads": len(sets), "points": n_points, "featurize_per_s": feat_rate,

@@ -206,6 +206,29 @@ def test_save_load_predicts_identically_and_is_deterministic():
     assert m1.save("ubj") == m2.save("ubj")
 
 
+def test_the_trees_start_from_the_prior_and_keep_its_weight_when_saved():
+    """With the prior as base margin, two rounds of trees already rank by the prior
+    (the margin is applied in fit and in predict alike); its weight survives save/load."""
+    rng = np.random.default_rng(4)
+    groups = []
+    for g in range(4):
+        x = rng.random((120, 4))
+        x[:, 3] = 0.05 + 0.95 * x[:, 3]  # the prior, in (0, 1]
+        groups.append((x, (1 + g) * 1e4 / x[:, 3] * (1 + 0.05 * x[:, 0])))
+    held_x, held_cycles = groups.pop()
+    model = CostModel("matmul", feature_names=NAMES, rounds=2, prior_margin=2.5).fit(groups)
+    assert spearman(model.predict(held_x), held_cycles) > 0.95
+    wide = CostModel("matmul", rounds=2, prior_margin=2.5)
+    wide.fit([(_widen(x, len(wide.feature_names)), c) for x, c in groups])
+    wx = _widen(held_x, len(wide.feature_names))
+    loaded = CostModel.load(wide.save(), family="matmul")
+    assert loaded.prior_margin == 2.5
+    assert np.array_equal(loaded.predict(wx), wide.predict(wx))
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(CostModelError, match="prior_margin"):
+            CostModel("matmul", prior_margin=bad)
+
+
 def test_load_refuses_stale_or_foreign_models(monkeypatch):
     data = _synthetic(3)
     names = feature_names("vector")

@@ -6,9 +6,12 @@ that workloads of very different sizes train one model; each workload is one que
 (``DMatrix(qid=...)``). The objective is a ranking one (``rank:pairwise``, the default,
 chosen by ``benchmarks/cost_model_eval.py``) or a regression of the normalized label
 (``reg:squarederror``); both give scores where higher means faster, comparable within
-a workload only. With no booster yet, ``predict`` returns the analytic prior (the
-``prior`` feature: roofline bound / analytic estimate), so a model is usable before it
-has data.
+a workload only. Under a ranking objective the trees start from the analytic prior (the
+``prior`` feature: roofline bound / analytic estimate) as XGBoost's base margin,
+``prior_margin`` x log(prior), and learn the correction to it: what the analytic
+model already knows need not be relearned from a few workloads of a family (held-out
+top-1 on the measured dataset: see the README). With no booster yet, ``predict``
+returns the prior itself, so a model is usable before it has data.
 
 A model saves as XGBoost's own UBJ (or JSON) bytes, never a pickle; the booster's
 attributes carry the op family, the feature version and the model format, and ``load``
@@ -39,11 +42,12 @@ from pypto.cost_model.features import FEATURE_VERSION, feature_names
 from pypto.errors import CostModelError
 
 #: The format of a saved model (its attributes and the meaning of its scores).
-MODEL_FORMAT = "pypto-cost-model-1"
+MODEL_FORMAT = "pypto-cost-model-2"
 OBJECTIVES = ("rank:pairwise", "rank:ndcg", "reg:squarederror")
 DEFAULT_OBJECTIVE = "rank:pairwise"
 RETRAIN_GROWTH = 0.2  # retrain when the data grew by this fraction (Ansor)
 NDCG_LEVELS = 31      # rank:ndcg wants integer relevance <= 31
+DEFAULT_PRIOR_MARGIN = 0.5  # chosen by benchmarks/cost_model_eval.py --prior-margins
 
 Group = tuple[np.ndarray, np.ndarray]  # (features [n, f], cycles [n])
 
@@ -73,6 +77,7 @@ class CostModel:
         feature_names: the columns it reads (default: ``feature_names(family)``).
         objective: one of ``OBJECTIVES``.
         seed, rounds, nthread: training settings (deterministic for the same ones).
+        prior_margin: the weight of log(prior) in a ranking's base margin (0: none).
         samples, workloads: the training set's size at the last ``fit``.
         metrics: evaluation figures (plain data) stored with the model.
     """
@@ -83,6 +88,7 @@ class CostModel:
     seed: int = 0
     rounds: int = 300
     nthread: int = 1
+    prior_margin: float = DEFAULT_PRIOR_MARGIN
     params: dict[str, Any] = field(default_factory=dict)
     samples: int = 0
     workloads: int = 0
@@ -94,6 +100,9 @@ class CostModel:
             self.feature_names = feature_names(self.family)
         if self.objective not in OBJECTIVES:
             raise CostModelError(f"objective {self.objective!r} is not one of {OBJECTIVES}")
+        if not (np.isfinite(self.prior_margin) and self.prior_margin >= 0):
+            raise CostModelError(f"prior_margin must be a finite number >= 0, not "
+                                 f"{self.prior_margin!r}")
 
     @property
     def trained(self) -> bool:
@@ -118,7 +127,8 @@ class CostModel:
         import xgboost as xgb
 
         x, y, qid = self._stack(groups)
-        dtrain = xgb.DMatrix(x, label=y, qid=qid, feature_names=list(self.feature_names))
+        dtrain = xgb.DMatrix(x, label=y, qid=qid, base_margin=self._base_margin(x),
+                             feature_names=list(self.feature_names))
         self.booster = xgb.train(self.xgb_params(), dtrain, num_boost_round=self.rounds)
         self.samples = int(len(y))
         self.workloads = int(qid[-1] + 1) if len(qid) else 0
@@ -157,7 +167,16 @@ class CostModel:
         if self.booster is None:
             return x[:, self.feature_names.index("prior")].copy()
         # in place: no DMatrix (the same trees, the same scores; faster for small pools)
-        return np.asarray(self.booster.inplace_predict(x), dtype=np.float64)
+        return np.asarray(self.booster.inplace_predict(x, base_margin=self._base_margin(x)),
+                          dtype=np.float64)
+
+    def _base_margin(self, x: np.ndarray) -> np.ndarray | None:
+        """``prior_margin`` x log(prior) per row, where a ranking's trees start (None: from
+        0). A regression's label is best / cycles, on another scale: it starts from 0."""
+        if self.prior_margin == 0 or not self.objective.startswith("rank:"):
+            return None
+        prior = x[:, self.feature_names.index("prior")]
+        return self.prior_margin * np.log(np.clip(prior, 1e-9, None))
 
     def rank(self, x: np.ndarray) -> np.ndarray:
         """Row indices, predicted fastest first (ties: the earlier row)."""
@@ -174,7 +193,8 @@ class CostModel:
             pypto_format=MODEL_FORMAT, pypto_family=self.family,
             pypto_feature_version=FEATURE_VERSION,
             pypto_feature_names=json.dumps(list(self.feature_names)),
-            pypto_objective=self.objective, pypto_samples=str(self.samples),
+            pypto_objective=self.objective, pypto_prior_margin=repr(self.prior_margin),
+            pypto_samples=str(self.samples),
             pypto_workloads=str(self.workloads), pypto_metrics=json.dumps(self.metrics))
         return bytes(self.booster.save_raw(raw_format=fmt))
 
@@ -208,7 +228,13 @@ class CostModel:
         if names != feature_names(got_family):
             raise CostModelError(f"the saved {got_family} cost model reads other feature "
                                  "columns than this PyPTO computes; retrain it")
+        try:
+            prior_margin = float(attrs.get("pypto_prior_margin", ""))
+        except ValueError:
+            raise CostModelError("the saved cost model does not say how it weighs the prior "
+                                 "(pypto_prior_margin); retrain it") from None
         return cls(got_family, names, objective=attrs.get("pypto_objective", DEFAULT_OBJECTIVE),
-                   nthread=nthread, samples=int(attrs.get("pypto_samples", "0")),
+                   nthread=nthread, prior_margin=prior_margin,
+                   samples=int(attrs.get("pypto_samples", "0")),
                    workloads=int(attrs.get("pypto_workloads", "0")),
                    metrics=json.loads(attrs.get("pypto_metrics", "{}")), booster=booster)
