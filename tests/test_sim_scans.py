@@ -90,3 +90,13 @@ def test_a_program_with_gm_operands_but_no_tensors_is_refused_by_name():
         with native.force_python() if force else _nothing():
             with pytest.raises(SimError, match="declares no GM tensor"):
                 check.check_gm_dtypes(program, TARGET)
+
+
+def test_a_program_with_an_unknown_op_code_is_refused_by_name():
+    """A program built in code can hold any byte as its op (the fuzzer found 255 reaching
+    the executor as a ValueError)."""
+    stream = np.zeros(2, dtype=INSTR)
+    stream["op"] = [Op.COPY, 255]
+    program = Program("p", TARGET.name, (), (stream,))
+    with pytest.raises(SimError, match="instruction 1.*op code 255 is no PTO instruction"):
+        check.check_program(program, TARGET)

@@ -1,6 +1,6 @@
-"""Static checks of a program before timing it: every operand has a shape, every GM
-operand has its tensor's dtype (bounds are in elements, so a wider dtype would reach
-past the tensor's bytes), every GM access stays inside its tensor, every on-chip access
+"""Static checks of a program before timing it: every op code is an instruction, every
+operand has a shape, every GM operand has its tensor's dtype (bounds are in elements, so
+a wider dtype would reach past the tensor's bytes), every GM access stays inside its tensor, every on-chip access
 inside its memory (capacity and alignment), only copies into GM are atomic, every
 core executes equally many ``SYNC_ALL`` instructions, and the program's work stays
 within a budget (``check_work``). The compiled engine clears a good program in one pass
@@ -24,6 +24,8 @@ from pypto.targets import Target
 _ITEMSIZE = np.zeros(256, dtype=np.int64)
 for _code, _dt in BY_CODE.items():
     _ITEMSIZE[_code] = _dt.itemsize
+_KNOWN_OP = np.zeros(256, dtype=bool)
+_KNOWN_OP[[int(_op) for _op in Op]] = True
 _CUBE_OR_VECTOR = np.zeros(256, dtype=bool)
 for _op in Op:
     _CUBE_OR_VECTOR[int(_op)] = _op == Op.MMAD or int(_op) >= int(Op.VADD)
@@ -58,12 +60,24 @@ def check_program(program: Program, target: Target) -> None:
     module docstring), or return. The compiled engine, when built, clears a good
     program in one pass; NumPy then finds what is wrong with a bad one."""
     capacity, alignment = _memories(target)
+    check_opcodes(program, target)
     check_extents(program, target)
     sizes = np.array([s.size for s in program.symbols] or [0], dtype=np.int64)
     check_gm_dtypes(program, target)
     if not _passes_compiled_check(program, capacity, alignment, sizes):
         _check_with_numpy(program, target, capacity, alignment, sizes)
     check_work(program, target)
+
+
+def check_opcodes(program: Program, target: Target) -> None:
+    """Raise ``SimError`` at the first instruction whose op code is no PTO instruction
+    (a program built in code, not parsed, can hold any byte there)."""
+    for core, stream in enumerate(program.cores):
+        unknown = ~_KNOWN_OP[stream["op"]]
+        if unknown.any():
+            i = int(np.flatnonzero(unknown)[0])
+            raise SimError(f"{program.where(core, i)}: op code {int(stream['op'][i])} is no "
+                           f"PTO instruction (known: {', '.join(op.name for op in Op)})")
 
 
 def check_work(program: Program, target: Target) -> None:
