@@ -8,6 +8,7 @@ metrics mean something. Each measurement is one lower + simulate (``Measurer``) 
 time limit; points that time out are left out (they are far from the best anyway).
 
     python benchmarks/cost_model_data.py [--budget 30] [--out /tmp/pypto_cost_model_dataset.json]
+        [--names a,b]
 
 The file holds plain data: per workload its name, family, canonical JSON and the
 measured ``(schedule JSON, cycles)`` pairs. Re-running adds only the workloads missing.
@@ -123,8 +124,11 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=3.0, help="seconds per measurement")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=DEFAULT_PATH)
+    ap.add_argument("--names", default=None,
+                    help="comma-separated suite workload names (default: the whole suite)")
     args = ap.parse_args()
-    build(args.out, args.budget, args.seed, args.time_limit)
+    build(args.out, args.budget, args.seed, args.time_limit,
+          set(args.names.split(",")) if args.names else None)
 
 
 if __name__ == "__main__":

@@ -121,3 +121,71 @@ def test_conv_estimate_counts_the_taps_a_chunk_touches(taps: int, channels: int,
     if channels % k1 == 0:      # every chunk inside one tap
         assert got == pytest.approx(-(-total // k1) / chunks)
     assert taps <= got * chunks + 1e-9 <= taps + -(-total // k1)
+
+
+@SETTINGS
+@given(target=st.sampled_from(TARGETS), rows=st.integers(1, 20000),
+       cols=st.integers(1, 6000), op=st.sampled_from(["gelu", "softmax", "layernorm", "add"]),
+       dtype=st.sampled_from(["float16", "float32"]))
+def test_vector_default_buffers_as_deep_as_ub_and_its_tiles_allow(
+        target: str, rows: int, cols: int, op: str, dtype: str) -> None:
+    from pypto.schedule_space.common import MAX_DEPTH
+    from pypto.schedule_space.vector import num_tiles
+
+    shape = (rows, cols)
+    if op == "add":
+        fn, specs = (lambda a, b: a + b), [pypto.spec(shape, dtype)] * 2
+    else:
+        fn, specs = getattr(pypto, op), [pypto.spec(shape, dtype)]
+    wl = _workload(fn, specs, target, "vector")
+    space = space_for(wl, load_target(target))
+    d = space.default()
+    per_core = -(-num_tiles(wl, d) // d["cores"])
+    deeper = d.replace(depth=d["depth"] + 1)
+    # one more buffer would be pointless (no more tiles per core), or not fit
+    assert (d["depth"] == MAX_DEPTH or d["depth"] >= per_core
+            or space.validate(deeper) != []), dict(d)
+
+
+def test_vector_default_covers_load_latency_with_depth() -> None:
+    """BERT-base's attention softmax (12 heads x 512 x 512, fp16): each core has many small
+    tiles, and a load's latency is longer than a tile's compute, so two buffers leave the
+    vector pipe waiting; the default keeps more loads in flight."""
+    from pypto.codegen.lower import lower
+    from pypto.sim.timing import simulate
+
+    tgt = load_target("ascend910b")
+    wl = _workload(pypto.softmax, [pypto.spec((6144, 512), "float16")], "ascend910b",
+                   "vector")
+    d = space_for(wl, tgt).default()
+    assert d["depth"] > 2
+    cycles = simulate(lower(wl, d, tgt), tgt).cycles
+    double = simulate(lower(wl, d.replace(depth=2), tgt), tgt).cycles
+    assert cycles < 0.8 * double, (cycles, double)
+
+
+def test_vector_default_spreads_few_long_rows_over_the_cores() -> None:
+    """Six rows of 30,000 elements through GELU: one core per row leaves 42 of
+    ascend910b's 48 vector cores idle; the default splits the rows into column chunks
+    that fill the cores, chunks wide enough that a tile's fixed costs stay small."""
+    from pypto.codegen.lower import lower
+    from pypto.schedule_space.common import core_choice
+    from pypto.sim.timing import simulate
+
+    tgt = load_target("ascend910b")
+    rows, cols = 6, 30000
+    wl = _workload(pypto.gelu, [pypto.spec((rows, cols), "float16")], "ascend910b", "vector")
+    space = space_for(wl, tgt)
+    d = space.default()
+    assert d["cores"] >= 24 and d["tile_cols"] * 2 >= 2048, dict(d)
+    widest = next(s for w in sorted(space.axes["tile_cols"].choices, reverse=True)
+                  for depth, inplace in ((2, False), (2, True), (1, True))
+                  if not space.validate(s := d.replace(
+                      tile_cols=w, depth=depth, inplace=inplace,
+                      cores=core_choice(rows * -(-cols // w), tgt.vector_cores))))
+    assert widest["cores"] <= rows
+    narrow = d.replace(tile_cols=64)
+    cycles = {name: simulate(lower(wl, s, tgt), tgt).cycles
+              for name, s in (("default", d), ("widest", widest), ("narrow", narrow))}
+    assert cycles["default"] < 0.85 * cycles["widest"], cycles
+    assert cycles["default"] < 0.8 * cycles["narrow"], cycles

@@ -14,6 +14,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from pypto.errors import UnsupportedError
+from pypto.ir.dtypes import BY_NAME
 from pypto.schedule_space import fusion
 from pypto.schedule_space.chain import Chain, analyze, footprint
 from pypto.schedule_space.common import MAX_DEPTH, core_choice, core_choices
@@ -28,22 +29,34 @@ if TYPE_CHECKING:
 
 MAX_TILE_ROWS = 4096
 MIN_CHUNK = 32  # the narrowest column chunk of a split row
+#: What a tile costs beyond its elements (a DMA's issue and latency tail, each op's issue),
+#: as bytes of data: on ascend910b and ascend310, tiles of 128 elements run 3-7x slower
+#: than tiles of 1,024-4,096 elements of the same elementwise chain, which are within
+#: 2% of each other (``benchmarks/vector_default.py`` measures the rule that uses it).
+TILE_OVERHEAD_BYTES = 2048
 
 
 def default(wl: Workload, target: Target) -> Schedule:
-    """Largest tiles that fit UB with double buffering, spread over the vector cores.
+    """Largest tiles that fit half of UB with double buffering, spread over the vector
+    cores, then as many buffers (up to ``MAX_DEPTH``) as UB and each core's tiles allow.
     Rows too long for that: in-place ops, then single buffering, then rows split into
     column chunks (the largest power of two that fits; a chain whose reduction results
-    are used on whole rows then runs as a multi-pass kernel, ``chain.stages``)."""
+    are used on whole rows then runs as a multi-pass kernel, ``chain.stages``). A chain
+    that does not reduce rows also splits them into column chunks when that balances
+    the cores (too few rows for them, or rows that do not divide evenly:
+    ``_spread_columns``)."""
     ub = target.role("vector")
-    depth, inplace = 2, False
-    chain = analyze(wl)
-    for depth, inplace in ((2, False), (2, True), (1, True)):
-        chain = analyze(wl, inplace=inplace)
-        if footprint(chain, 1, chain.cols, depth, ub.alignment) <= ub.capacity:
-            break
-    else:
-        depth, inplace, chain = 2, False, analyze(wl)
+    chains = {inplace: analyze(wl, inplace=inplace) for inplace in (False, True)}
+
+    def buffering(tile_rows: int, tile_cols: int) -> tuple[int, bool] | None:
+        for depth, inplace in ((2, False), (2, True), (1, True)):
+            if footprint(chains[inplace], tile_rows, tile_cols, depth,
+                         ub.alignment) <= ub.capacity:
+                return depth, inplace
+        return None
+
+    depth, inplace = buffering(1, chains[False].cols) or (2, False)
+    chain = chains[inplace]
     cores = target.vector_cores
     tile_cols = chain.cols
     per_core_rows = max(1, math.ceil(chain.rows / cores))
@@ -61,10 +74,44 @@ def default(wl: Workload, target: Target) -> Schedule:
     while tile_rows * 2 <= min(per_core_rows, MAX_TILE_ROWS) and footprint(
             chain, tile_rows * 2, tile_cols, depth, ub.alignment) <= ub.capacity // 2:
         tile_rows *= 2
+    if not any(v.phase == "row" for v in chain.values):
+        tile_cols = _spread_columns(chain, tile_rows, tile_cols, cores, target)
+        depth, inplace = buffering(tile_rows, tile_cols) or (depth, inplace)
+        chain = chains[inplace]
     tiles = units(chain, tile_rows, tile_cols)
-    return Schedule(tile_rows=tile_rows, tile_cols=tile_cols, depth=depth,
-                    cores=core_choice(min(cores, tiles), cores), inplace=inplace,
-                    **fusion.neutral(wl))
+    used = core_choice(min(cores, tiles), cores)
+    # Two buffers hide a tile's load only when its compute takes as long as the load's
+    # latency; a core with more tiles ahead keeps more loads in flight, as deep as UB
+    # (and the tiles it has) allow.
+    while depth < min(MAX_DEPTH, math.ceil(tiles / used)) and footprint(
+            chain, tile_rows, tile_cols, depth + 1, ub.alignment) <= ub.capacity:
+        depth += 1
+    return Schedule(tile_rows=tile_rows, tile_cols=tile_cols, depth=depth, cores=used,
+                    inplace=inplace, **fusion.neutral(wl))
+
+
+def _spread_columns(chain: Chain, tile_rows: int, tile_cols: int, cores: int,
+                    target: Target) -> int:
+    """On a chain that does not reduce rows (its work units are tiles of rows and
+    columns), the column chunk: ``tile_cols`` or the power-of-two chunk narrower than it
+    (at least a DMA burst of the narrowest value) that gives the busiest core the least
+    work, a tile's work being its elements plus a fixed cost per tile
+    (``TILE_OVERHEAD_BYTES`` of the widest value); the widest on a tie (fewer
+    instructions)."""
+    burst = target.path(target.roles["global"], target.roles["vector"]).min_burst
+    sizes = [BY_NAME[v.dtype].itemsize for v in chain.values]
+    narrowest = max(MIN_CHUNK, 1 << max(0, (burst // min(sizes) - 1).bit_length()))
+    overhead = TILE_OVERHEAD_BYTES // max(sizes)
+    blocks = math.ceil(chain.rows / tile_rows)
+
+    def busiest(width: int) -> tuple[int, int]:
+        per_core = math.ceil(blocks * math.ceil(chain.cols / width) / cores)
+        return per_core * (tile_rows * min(width, chain.cols) + overhead), -width
+
+    widths = [tile_cols] + [1 << i for i in range(narrowest.bit_length() - 1,
+                                                  tile_cols.bit_length())
+                            if 1 << i < tile_cols]
+    return min(widths, key=busiest)
 
 
 def row_fits(wl: Workload, target: Target) -> bool:
