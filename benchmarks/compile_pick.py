@@ -159,7 +159,8 @@ def main() -> None:
     if args.keep is not None:
         rerun = {r["workload"] for r in rows}
         kept = [r for r in earlier if r["workload"] not in rerun]
-        order = list(data["workloads"])
+        # the kept file's order, then the dataset's (which may hold only the rerun ones)
+        order = list(dict.fromkeys([*(r["workload"] for r in earlier), *data["workloads"]]))
         rows = sorted([*kept, *({**r, "rerun": True} for r in rows)],
                       key=lambda r: order.index(r["workload"]))
     keys = ("model_vs_tuned", "raw_vs_tuned", "nearest_vs_tuned", "default_vs_tuned",
