@@ -1,11 +1,12 @@
 """Static checks of a program before timing it: every op code is an instruction, every
 operand has a shape, every GM operand has its tensor's dtype (bounds are in elements, so
-a wider dtype would reach past the tensor's bytes), every GM access stays inside its tensor, every on-chip access
-inside its memory (capacity and alignment), only copies into GM are atomic, every
-core executes equally many ``SYNC_ALL`` instructions, and the program's work stays
-within a budget (``check_work``). The compiled engine clears a good program in one pass
-over its records; otherwise NumPy, vectorized over each core's arrays, finds the first
-problem: a ``SimError`` naming the core, the instruction and what to fix."""
+a wider dtype would reach past the tensor's bytes), every GM access stays inside its
+tensor, every on-chip access inside its memory (capacity and alignment), only copies
+into GM are atomic, every core executes equally many ``SYNC_ALL`` instructions, and the
+program's work stays within a budget (``check_work``). The compiled engine clears a good
+program in one pass over its records; otherwise NumPy, vectorized over each core's
+arrays, finds the first problem: a ``SimError`` naming the core, the instruction and
+what to fix."""
 
 from __future__ import annotations
 
