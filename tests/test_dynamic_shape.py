@@ -255,13 +255,20 @@ def _tuned_rows(url: str) -> list[tuple[int, ...]]:
                        for w in store.workloads()})
 
 
-def test_tune_shapes_tunes_one_shape_per_bucket_besides_the_scripts(script, tmp_path):
+def test_tune_shapes_tunes_one_shape_per_bucket_besides_the_scripts(script, tmp_path,
+                                                                      recwarn):
     url = f"sqlite:///{tmp_path / 'dyn.db'}"
     r = runner.invoke(app, ["tune", str(script), "--trials", "1", "--strategy", "random",
-                            "--db", url, "--shapes", "rowwise:x.0=1..300"])
+                            "--db", url, "--shapes", "rowwise:x.0=1..300"],
+                      env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
     assert _tuned_rows(url) == sorted([(8, 8), (100, 256)] + [(n, 256) for n in (
         1, 2, 4, 8, 16, 32, 64, 128, 256, 300)])
+    # each shape's task is told apart by its shapes; a kernel run with one shape is not
+    assert "rowwise[0] x=100x256 w=256" in r.output and "rowwise[0] x=16x256 w=256" in r.output
+    assert "fixed[0] x=" not in r.output and "fixed[0]" in r.output
+    # the shapes about to be tuned are not reported as lacking a tuned schedule
+    assert not [w for w in recwarn if issubclass(w.category, ScheduleFallbackWarning)]
 
 
 def test_tune_shapes_with_sizes_and_dims_that_go_together(script, tmp_path):

@@ -152,10 +152,16 @@ def _variants(call: Compiled, options: list[ShapeOption]) -> list[Compiled]:
 
 
 def _compile(call: Compiled, shapes: list[tuple[int, ...]], option_texts: Any) -> Compiled:
-    from pypto.errors import PyptoError
+    """``call`` compiled for ``shapes``, for its workloads: these are about to be tuned, so
+    that none has a tuned schedule yet is no news (no ``ScheduleFallbackWarning``)."""
+    import warnings
+
+    from pypto.errors import PyptoError, ScheduleFallbackWarning
 
     try:
-        return call.for_shapes(shapes, call.target)  # type: ignore[misc]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ScheduleFallbackWarning)
+            return call.for_shapes(shapes, call.target)  # type: ignore[misc]
     except PyptoError as e:
         given = " ".join(f"--shapes {o.text!r}" for o in option_texts)
         raise TuneError(f"{call.name} does not compile for argument shapes "
