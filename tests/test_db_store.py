@@ -305,6 +305,49 @@ class TestScheduleStore:
         with pytest.raises(DatabaseError, match="status"):
             store.add_runs([dataclasses.replace(theirs, status="exploded")])
 
+    def test_a_run_whose_process_died_is_lost_and_the_next_run_ends_it(self, store, wls):
+        """A ``running`` run keeps its process and heartbeat: on this host a gone process
+        means it was killed (its records are then settled, and the next run ends it as
+        interrupted); on another host a heartbeat older than ``RUN_STALE_AFTER`` does."""
+        import socket
+        import subprocess
+        import sys
+        import time
+
+        from pypto.tuner.liveness import RUN_STALE_AFTER, end_lost_runs, run_lost
+        from pypto.tuner.record_study import settled
+
+        gone = subprocess.Popen([sys.executable, "-c", "pass"])
+        gone.wait()
+        here, t = socket.gethostname(), TargetInfo.of(TARGET)
+        dead = store.start_run(strategy="tpe", trials_asked=5, host=here, workload=wls["small"],
+                               target=t, pid=gone.pid)
+        live = store.start_run(strategy="tpe", trials_asked=5, host=here, workload=wls["mid"],
+                               target=t, pid=os.getpid())
+        away = store.start_run(strategy="tpe", trials_asked=5, host="elsewhere",
+                               workload=wls["big"], target=t, pid=os.getpid())
+        _add(store, wls["small"], [rec(wls["small"], 900, 0, run_id=dead)])
+        _add(store, wls["mid"], [rec(wls["mid"], 800, 0, run_id=live)])
+        runs = {r.id: r for r in store.runs()}
+        assert runs[dead].pid == gone.pid and abs(runs[dead].heartbeat - time.time()) < 60
+        assert run_lost(runs[dead]) and not run_lost(runs[live])
+        # this host's live process decides, however old its heartbeat
+        assert not run_lost(runs[live], now=time.time() + 10 * RUN_STALE_AFTER)
+        # another host's run: its heartbeat decides; update_run with nothing else beats
+        assert not run_lost(runs[away])
+        later = time.time() + RUN_STALE_AFTER + 1
+        assert run_lost(runs[away], now=later)
+        store.update_run(away)
+        assert store.runs()[0].heartbeat >= runs[away].heartbeat
+        assert [r.cycles for r in settled(store, store.iter_records())] == [900]
+        assert end_lost_runs(store) == [dead]
+        runs = {r.id: r for r in store.runs()}
+        assert runs[dead].status == "interrupted" and runs[dead].finished_at is not None
+        assert runs[live].status == runs[away].status == "running"
+        assert sorted(r.cycles for r in settled(store, store.iter_records())) == [900]
+        store.update_run(live, status="done")
+        assert sorted(r.cycles for r in settled(store, store.iter_records())) == [800, 900]
+
     def test_cost_models_round_trip_bytes(self, store):
         t = TargetInfo.of(TARGET)
         blob = bytes(range(256)) * 40

@@ -88,8 +88,10 @@ def tune_cmd(script: Path, url: str, trials: int, *extra: str) -> list[str]:
 
 
 def run(cmd: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    # a wide console: the progress line ("24/24 trials ...") is not cut to 80 columns
+    # when its rate grows a digit
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          check=False)
+                          check=False, env={**os.environ, "COLUMNS": "200"})
     assert done.returncode == 0, done.stderr
     return done
 
@@ -351,10 +353,21 @@ def test_sigkill_of_a_worker_run_then_rerun(script: Path, tmp_path: Path) -> Non
     _wait_for(lambda: not any(pid_alive(p) for p in workers), timeout=10)   # died with it
     kept = {r.schedule_key for r in records(url)}
     assert 6 <= len(kept) < 30
+    from pypto.tuner.liveness import run_lost
+
+    with open_store(url) as store:
+        killed = store.runs()
+    assert [r.status for r in killed] == ["running"] and run_lost(killed[0])
+    assert killed[0].pid == proc.pid
     done = run(cmd)
     assert "30/30" in done.stderr
     keys = assert_exact(url, 30)
     assert kept <= set(keys)
+    with open_store(url) as store:   # the rerun ended the killed run's row
+        after = {r.id: r for r in store.runs()}
+    assert after[killed[0].id].status == "interrupted"
+    assert after[killed[0].id].finished_at is not None
+    assert [r.status for i, r in after.items() if i != killed[0].id] == ["done"]
 
 
 def test_a_killed_worker_is_replaced_and_its_schedule_requeued(tmp_path: Path) -> None:

@@ -102,6 +102,10 @@ class RunRow(Base):
         ForeignKey("pypto_targets.id", ondelete="SET NULL"))
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # the process running it on ``host`` and when it last said so (epoch seconds), so a
+    # run whose process died without ending it can be told apart (revision 0004)
+    pid: Mapped[int | None] = mapped_column(Integer)
+    heartbeat: Mapped[float | None] = mapped_column(Float)
 
 
 class RecordRow(Base):

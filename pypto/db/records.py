@@ -179,6 +179,8 @@ class Run:
     target_key: str | None
     started_at: datetime | None
     finished_at: datetime | None
+    pid: int | None = None          # the process running it on ``host`` (None: not known)
+    heartbeat: float | None = None  # when that process last said it runs (epoch seconds)
 
 
 @dataclass(frozen=True)
@@ -196,7 +198,8 @@ class CostModelBlob:
     updated_at: datetime | None = None
 
 
-#: A claim whose heartbeat is older than this many seconds belongs to a dead worker.
+#: A claim (or a ``running`` run) whose heartbeat is older than this many seconds belongs
+#: to a dead process.
 STALE_AFTER = 30.0
 
 

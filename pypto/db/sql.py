@@ -290,7 +290,8 @@ class SQLStore(ScheduleStore):
 
     # -- runs -----------------------------------------------------------------------------
     def start_run(self, *, strategy: str, trials_asked: int, command: str = "", host: str = "",
-                  workload: WorkloadInfo | None = None, target: TargetInfo | None = None) -> int:
+                  workload: WorkloadInfo | None = None, target: TargetInfo | None = None,
+                  pid: int | None = None) -> int:
         self._exists(write=True)
         with self._tx(write=True) as conn:
             self._put_workloads(conn, [workload] if workload else [])
@@ -301,13 +302,14 @@ class SQLStore(ScheduleStore):
             return int(conn.execute(insert(m.RunRow).returning(m.RunRow.id), {
                 "strategy": strategy, "status": "running", "trials_asked": trials_asked,
                 "trials_done": 0, "command": mask_urls(command), "host": host, "workload_id": wid,
-                "target_id": tid, "started_at": datetime.now(UTC)}).scalar_one())
+                "target_id": tid, "started_at": datetime.now(UTC), "pid": pid,
+                "heartbeat": time.time()}).scalar_one())
 
     def update_run(self, run_id: int, *, trials_done: int | None = None,
                    best_cycles: int | None = None, status: str | None = None) -> None:
         if status is not None and status not in RUN_STATUSES:
             raise DatabaseError(f"run status {status!r} must be one of {RUN_STATUSES}")
-        values: dict[str, Any] = {}
+        values: dict[str, Any] = {"heartbeat": time.time()}
         if trials_done is not None:
             values["trials_done"] = trials_done
         if best_cycles is not None:
@@ -316,8 +318,6 @@ class SQLStore(ScheduleStore):
             values["status"] = status
             if status != "running":
                 values["finished_at"] = datetime.now(UTC)
-        if not values:
-            return
         self._exists(write=True)
         with self._tx(write=True) as conn:
             found = conn.execute(update(m.RunRow).where(m.RunRow.id == run_id).values(**values))
@@ -330,13 +330,14 @@ class SQLStore(ScheduleStore):
         run, w, t = m.RunRow, m.WorkloadRow, m.TargetRow
         q = (select(run.id, run.strategy, run.status, run.trials_asked, run.trials_done,
                     run.best_cycles, run.command, run.host, w.key, t.key, run.started_at,
-                    run.finished_at)
+                    run.finished_at, run.pid, run.heartbeat)
              .outerjoin(w, run.workload_id == w.id).outerjoin(t, run.target_id == t.id)
              .order_by(run.id.desc()))
         if limit is not None:
             q = q.limit(limit)
         with self._tx(write=False) as conn:
-            return [Run(*row[:10], qs.utc(row[10]), qs.utc(row[11])) for row in conn.execute(q)]
+            return [Run(*row[:10], qs.utc(row[10]), qs.utc(row[11]), row[12], row[13])
+                    for row in conn.execute(q)]
 
     def add_runs(self, runs: Sequence[Run]) -> list[int]:
         if not runs:

@@ -135,13 +135,16 @@ class ScheduleStore(abc.ABC):
     # -- runs ---------------------------------------------------------------------------
     @abc.abstractmethod
     def start_run(self, *, strategy: str, trials_asked: int, command: str = "", host: str = "",
-                  workload: WorkloadInfo | None = None, target: TargetInfo | None = None) -> int:
-        """Record that a tuning run started; return its id (for ``Record.run_id``)."""
+                  workload: WorkloadInfo | None = None, target: TargetInfo | None = None,
+                  pid: int | None = None) -> int:
+        """Record that a tuning run started (``pid``: the process running it on ``host``;
+        its heartbeat starts now); return its id (for ``Record.run_id``)."""
 
     @abc.abstractmethod
     def update_run(self, run_id: int, *, trials_done: int | None = None,
                    best_cycles: int | None = None, status: str | None = None) -> None:
-        """Update a run's progress; a status other than ``running`` also stamps its end."""
+        """Update a run's progress and heartbeat (with nothing else given, only the
+        heartbeat); a status other than ``running`` also stamps its end."""
 
     @abc.abstractmethod
     def runs(self, limit: int | None = None) -> list[Run]:

@@ -6,6 +6,10 @@ the next claim on its task removes it. On the same host a dead worker is known a
 its process is gone (``dead_here``), so a rerun after a SIGKILL does not wait out the
 grace period. Worker processes also die with their parent (``die_with_parent``), so
 killing ``pypto tune`` kills its workers.
+
+Runs are told the same way: a ``running`` run whose process is gone (this host) or whose
+heartbeat went stale (any host) was killed without ending it, and the next run on the
+database ends it as ``interrupted`` (``end_lost_runs``).
 """
 
 from __future__ import annotations
@@ -18,9 +22,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pypto.db import Claim, ScheduleStore, WorkerInfo
+    from pypto.db import Claim, Run, ScheduleStore, WorkerInfo
 
 HEARTBEAT_S = 5.0
+#: A ``running`` run of another host whose heartbeat is older than this many seconds was
+#: killed: its process (the loop, or the pool that queued it) beats every ``HEARTBEAT_S``.
+#: Longer than a claim's ``STALE_AFTER``, since a wrong verdict ends a live run's row.
+RUN_STALE_AFTER = 300.0
 
 
 def pid_alive(pid: int) -> bool:
@@ -49,11 +57,41 @@ def dead_here(store: ScheduleStore, workload_key: str, target_key: str,
     return [claim for worker in sorted(dead) for claim in store.release(worker)]
 
 
+def run_lost(run: Run, now: float | None = None) -> bool:
+    """Whether ``run`` says ``running`` but its process died without ending it: on this
+    host, its process is gone; on another, its heartbeat is older than
+    ``RUN_STALE_AFTER``. A run that recorded neither (imported, or started before schema
+    revision 0004) is not judged."""
+    import time
+
+    if run.status != "running":
+        return False
+    if run.pid is not None and run.host == socket.gethostname():
+        return not pid_alive(run.pid)
+    now = time.time() if now is None else now
+    return run.heartbeat is not None and now - run.heartbeat > RUN_STALE_AFTER
+
+
+def end_lost_runs(store: ScheduleStore) -> list[int]:
+    """End every lost ``running`` run (``run_lost``) as ``interrupted``; their ids. The
+    records they committed stay; a run that cannot be updated is left as it is."""
+    from pypto.errors import DatabaseError
+
+    ended = []
+    for run in store.runs():
+        if run_lost(run):
+            with contextlib.suppress(DatabaseError):
+                store.update_run(run.id, status="interrupted")
+                ended.append(run.id)
+    return ended
+
+
 @contextlib.contextmanager
 def heartbeat(store: ScheduleStore, worker: WorkerInfo,
-              interval: float = HEARTBEAT_S) -> Iterator[None]:
-    """Refresh ``worker``'s claims every ``interval`` seconds while the block runs (in a
-    thread, so a long measurement does not make the worker look dead)."""
+              interval: float = HEARTBEAT_S, run_id: int | None = None) -> Iterator[None]:
+    """Refresh ``worker``'s claims, and run ``run_id``'s heartbeat, every ``interval``
+    seconds while the block runs (in a thread, so a long measurement does not make the
+    worker look dead)."""
     from pypto.db.location import sqlite_path
     from pypto.errors import DatabaseError
 
@@ -66,6 +104,8 @@ def heartbeat(store: ScheduleStore, worker: WorkerInfo,
         while not stop.wait(interval):
             with contextlib.suppress(DatabaseError):
                 store.heartbeat(worker.id)
+                if run_id is not None:
+                    store.update_run(run_id)
 
     thread = threading.Thread(target=beat, name="pypto-heartbeat", daemon=True)
     thread.start()

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import os
 import random
 import time
 from collections.abc import Callable
@@ -171,12 +172,12 @@ class _Tuner:
         res.run_id = run_id if run_id is not None else self._start_run()
         run_status = "done"
         try:        # from here on the run ends with a status, whatever happens
-            self._publish()
-            self.shared = storage is not None
-            self.strategy.use_store(store)
-            self.strategy.start(task, storage, self.ledger.records(),
-                                warm=self.options.warm)
-            with heartbeat(store, self.worker):
+            with heartbeat(store, self.worker, run_id=res.run_id):
+                self._publish()
+                self.shared = storage is not None
+                self.strategy.use_store(store)
+                self.strategy.start(task, storage, self.ledger.records(),
+                                    warm=self.options.warm)
                 self._requeue_dead(dead_here(store, *task.key, self.worker))
                 self._fail_orphans()
                 self._measure_default(default)
@@ -208,12 +209,16 @@ class _Tuner:
         self.ledger.published = RecordStudy.open(self.store.url, self.task, prior)
 
     def _start_run(self) -> int:
+        """A new run row, after ending the rows of runs killed without ending theirs."""
         from pypto.db import TargetInfo, WorkloadInfo
+        from pypto.tuner.liveness import end_lost_runs
 
+        end_lost_runs(self.store)
         return self.store.start_run(
             strategy=self.strategy.name, trials_asked=self.budget,
             command=self.options.command, host=self.options.host,
-            workload=WorkloadInfo.of(self.task.workload), target=TargetInfo.of(self.task.target))
+            workload=WorkloadInfo.of(self.task.workload), target=TargetInfo.of(self.task.target),
+            pid=os.getpid())
 
     def _end_run(self, run_status: str, owned: bool) -> None:
         """Commit what is held back, give back every claim, and end the run if it is ours

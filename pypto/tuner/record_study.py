@@ -103,9 +103,10 @@ class RecordStudy:
 def settled(store: ScheduleStore, records: Iterable[Record]) -> list[Record]:
     """The ``records`` no running run will add to the study itself: a live process adds
     each of its records as it commits it, so a catch-up that took those too could add one
-    twice. (A run killed between its commit and its write stays ``running``: that record
-    is not caught up.)"""
-    running = {r.id for r in store.runs() if r.status == "running"}
+    twice. A run whose process died without ending it (``run_lost``) is settled."""
+    from pypto.tuner.liveness import run_lost
+
+    running = {r.id for r in store.runs() if r.status == "running" and not run_lost(r)}
     return [r for r in records if r.run_id is None or r.run_id not in running]
 
 

@@ -117,6 +117,7 @@ class Pool:
 
         from pypto.db import TargetInfo, WorkloadInfo
         from pypto.tuner.interrupt import requested
+        from pypto.tuner.liveness import end_lost_runs
         from pypto.tuner.loop import prior_records
         from pypto.tuner.record_study import RecordStudy, settled
         from pypto.tuner.strategies import get_strategy
@@ -129,6 +130,7 @@ class Pool:
         strat = get_strategy(options.strategy, options.seed)
         self.before: list[int] = []
         run_ids: list[int | None] = []
+        end_lost_runs(store)
         for t in tasks:
             done = store.progress(t.workload.key, t.target.key).measured
             self.before.append(done)
@@ -138,13 +140,14 @@ class Pool:
             run_ids.append(store.start_run(strategy=options.strategy, trials_asked=trials,
                                            command=options.command, host=options.host,
                                            workload=WorkloadInfo.of(t.workload),
-                                           target=TargetInfo.of(t.target)))
+                                           target=TargetInfo.of(t.target), pid=os.getpid()))
             storage = storage or open_storage(store.url)
             prior = prior_records(store, t)
             open_study(t, strat, storage, prior)
             RecordStudy.open(store.url, t, settled(store, prior))  # workers add only theirs
         self.run_ids = run_ids
         self.ended: set[int] = set()        # tasks whose run row has its final status
+        self.beaten = time.perf_counter()   # when the queued runs' heartbeat was last sent
         self.procs: list[Any] = []
         self.reports: dict[int, dict[int, dict[str, Any]]] = {}   # task -> worker -> stats
         self.errors: dict[int, str] = {}                          # worker -> message
@@ -178,6 +181,7 @@ class Pool:
         looked = asked = 0.0
         while True:
             self._drain()
+            self._beat_runs()
             waiting = [k for k, p in enumerate(self.procs)
                        if k not in self.reports.get(i, {}) and k not in self.errors
                        and p.exitcode is None]
@@ -198,6 +202,20 @@ class Pool:
                 self.interrupt(force=True)
         self._drain(wait=False)   # a worker that exited has flushed its reports
         return self._outcome(i, res, interrupted=requested() is not None)
+
+    def _beat_runs(self) -> None:
+        """Every ``HEARTBEAT_S``, the heartbeat of the runs not ended yet: a run waiting
+        its turn is not one whose process died (``liveness.run_lost``)."""
+        from pypto.errors import DatabaseError
+        from pypto.tuner.liveness import HEARTBEAT_S
+
+        if time.perf_counter() - self.beaten < HEARTBEAT_S:
+            return
+        self.beaten = time.perf_counter()
+        for i, run_id in enumerate(self.run_ids):
+            if run_id is not None and i not in self.ended:
+                with contextlib.suppress(DatabaseError):
+                    self.store.update_run(run_id)
 
     def _drain(self, wait: bool = True) -> None:
         with contextlib.suppress(queues.Empty):
