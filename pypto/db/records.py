@@ -198,8 +198,7 @@ class CostModelBlob:
     updated_at: datetime | None = None
 
 
-#: A claim (or a ``running`` run) whose heartbeat is older than this many seconds belongs
-#: to a dead process.
+#: A claim whose heartbeat is older than this many seconds belongs to a dead worker.
 STALE_AFTER = 30.0
 
 

@@ -18,6 +18,7 @@ import contextlib
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -62,8 +63,6 @@ def run_lost(run: Run, now: float | None = None) -> bool:
     host, its process is gone; on another, its heartbeat is older than
     ``RUN_STALE_AFTER``. A run that recorded neither (imported, or started before schema
     revision 0004) is not judged."""
-    import time
-
     if run.status != "running":
         return False
     if run.pid is not None and run.host == socket.gethostname():

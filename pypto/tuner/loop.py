@@ -172,7 +172,8 @@ class _Tuner:
         res.run_id = run_id if run_id is not None else self._start_run()
         run_status = "done"
         try:        # from here on the run ends with a status, whatever happens
-            with heartbeat(store, self.worker, run_id=res.run_id):
+            # the process that started the run beats it (a pool beats the runs it queued)
+            with heartbeat(store, self.worker, run_id=res.run_id if owned else None):
                 self._publish()
                 self.shared = storage is not None
                 self.strategy.use_store(store)
